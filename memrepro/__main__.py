@@ -1,0 +1,69 @@
+"""``python -m memrepro <command> [hydra overrides]``.
+
+Hydra has no subcommands, so this dispatcher strips the command word and hands the rest of the command line to
+that command's own ``@hydra.main`` app (which keeps ``-m`` multirun, ``--cfg``, tab completion and the
+override grammar intact).
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from typing import Callable
+
+
+@dataclass(frozen=True)
+class Command:
+    summary: str
+    entry: str  # "module:function", imported only when the command runs (keeps --help instant)
+
+
+COMMANDS: dict[str, Command] = {
+    "run": Command("retrieve and evaluate one configuration (Hydra; -m for sweeps)", "memrepro.cli.run:main"),
+}
+PLANNED = {
+    "data": "check / download benchmark files",
+    "tables": "rebuild the papers' tables and figures from results/",
+    "train": "fine-tune a cross-encoder per LoCoMo seed",
+    "bench": "speed benchmarks (batched vs per-query)",
+}
+
+
+def usage() -> str:
+    lines = ["usage: python -m memrepro <command> [overrides...]", "", "commands:"]
+    lines += [f"  {name:<8} {command.summary}" for name, command in COMMANDS.items()]
+    planned = [name for name in PLANNED if name not in COMMANDS]
+    if planned:
+        lines += ["", "not yet available: " + ", ".join(planned)]
+    lines += ["", "examples:",
+              "  python -m memrepro run dataset=locomo retriever=dense encoder=mpnet",
+              "  python -m memrepro run -m encoder=minilm,mpnet",
+              "  python -m memrepro run --help        (Hydra: config groups and options)"]
+    return "\n".join(lines)
+
+
+def _load(entry: str) -> Callable[[], None]:
+    import importlib
+
+    module, function = entry.split(":")
+    return getattr(importlib.import_module(module), function)
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or argv[0] in {"-h", "--help", "help"}:
+        print(usage())
+        return 0
+    name, rest = argv[0], argv[1:]
+    if name not in COMMANDS:
+        known = ", ".join(COMMANDS)
+        extra = f" ({PLANNED[name]}: not implemented yet)" if name in PLANNED else ""
+        print(f"memrepro: unknown command {name!r}{extra}; commands: {known}\n\n{usage()}", file=sys.stderr)
+        return 2
+    sys.argv = [f"memrepro {name}", *rest]
+    _load(COMMANDS[name].entry)()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

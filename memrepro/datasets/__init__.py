@@ -1,0 +1,1 @@
+"""Benchmark loaders: one module per benchmark, each returning a :class:`memrepro.types.Benchmark`."""

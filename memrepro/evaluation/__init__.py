@@ -1,0 +1,1 @@
+"""Frozen rankings → per-query metrics → aggregates. Nothing here sees a retriever."""

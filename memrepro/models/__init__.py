@@ -1,0 +1,1 @@
+"""Encoders, their name resolution and their on-disk embedding cache."""

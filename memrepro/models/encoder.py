@@ -1,0 +1,163 @@
+"""Encoders (MTEB-style small protocol): ``encode(texts, role) -> unit-norm float32 matrix`` plus an identity.
+
+``SentenceTransformerEncoder`` wraps sentence-transformers with memrepro's name resolution; ``FakeEncoder`` is a
+seeded hashed bag-of-words stand-in for tests and smoke runs (shipped, like MTEB's mocks); ``CachedEncoder``
+puts the on-disk cache in front of either and counts what it actually encoded.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import time
+from typing import Literal, Protocol, Sequence
+
+import numpy as np
+from tqdm.auto import tqdm
+
+from memrepro.models.cache import EmbeddingCache, text_sha256
+from memrepro.models.resolve import ResolvedModel, model_weights_identity, resolve_model
+
+Role = Literal["query", "document"]
+
+
+class Encoder(Protocol):
+    identity: dict[str, object]  # everything that changes a vector except the role prefix
+    label: str  # what tables print (names a substitute as such)
+
+    def encode(self, texts: Sequence[str], role: Role) -> np.ndarray: ...
+
+
+def resolve_device(device: str) -> str:
+    if device != "auto":
+        return device
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def unit_normalise(matrix: np.ndarray) -> np.ndarray:
+    """Rows scaled to unit L2 norm; zero rows stay zero (score 0 against everything, never NaN)."""
+    matrix = np.asarray(matrix, dtype=np.float32)
+    norms = np.linalg.norm(matrix, axis=1, keepdims=True)
+    return np.divide(matrix, norms, out=np.zeros_like(matrix), where=norms > 0)
+
+
+class SentenceTransformerEncoder:
+    def __init__(self, model: str, path: str | None = None, allow_substitute: bool = False,
+                 max_seq_length: int | None = None, batch_size: int = 64, query_prefix: str = "",
+                 document_prefix: str = "", device: str = "auto", show_progress: bool = True) -> None:
+        self.resolved: ResolvedModel = resolve_model(model, path, allow_substitute)
+        self.device = resolve_device(device)
+        self.batch_size = batch_size
+        self.prefixes = {"query": query_prefix, "document": document_prefix}
+        self.show_progress = show_progress
+        self._requested_max_len = max_seq_length
+        self._model = None
+        self.load_seconds = 0.0
+        self.identity = {
+            "kind": "sentence-transformers",
+            "model": self.resolved.name,
+            "weights": model_weights_identity(self.resolved.path),
+            "max_seq_length": max_seq_length or "model-default",
+            "normalize": True,
+            "dtype": "float32",
+        }
+        self.label = self.resolved.label
+
+    @property
+    def model(self):
+        """Loaded on first encode, so a run served entirely from the cache never loads the model."""
+        if self._model is None:
+            from sentence_transformers import SentenceTransformer
+
+            start = time.perf_counter()
+            self._model = SentenceTransformer(self.resolved.path, device=self.device)
+            if self._requested_max_len:
+                self._model.max_seq_length = self._requested_max_len
+            self.load_seconds = time.perf_counter() - start
+        return self._model
+
+    def encode(self, texts: Sequence[str], role: Role) -> np.ndarray:
+        prefix = self.prefixes[role]
+        show = self.show_progress and len(texts) > 4096 and not os.environ.get("TQDM_DISABLE")
+        vectors = self.model.encode([prefix + t for t in texts], batch_size=self.batch_size,
+                                    normalize_embeddings=True, convert_to_numpy=True,
+                                    show_progress_bar=show)
+        return unit_normalise(vectors)
+
+
+class FakeEncoder:
+    """Deterministic hashed bag-of-words: texts sharing words get similar vectors. For tests and smoke runs only."""
+
+    def __init__(self, dim: int = 64, seed: int = 0) -> None:
+        self.dim, self.seed = dim, seed
+        self.identity = {"kind": "fake", "dim": dim, "seed": seed, "normalize": True, "dtype": "float32"}
+        self.label = f"fake-bow-{dim}d"
+        self.prefixes = {"query": "", "document": ""}
+
+    def _token_vector(self, token: str) -> np.ndarray:
+        digest = hashlib.sha256(f"{self.seed}:{token}".encode()).digest()
+        return np.random.default_rng(int.from_bytes(digest[:8], "little")).standard_normal(self.dim)
+
+    def encode(self, texts: Sequence[str], role: Role) -> np.ndarray:
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        for row, text in enumerate(texts):
+            tokens = "".join(c.lower() if c.isalnum() else " " for c in text).split()
+            for token in tokens or [f"\0{text}"]:
+                out[row] += self._token_vector(token)
+        return unit_normalise(out)
+
+
+class CachedEncoder:
+    """An encoder behind the embedding cache; ``encoded`` counts texts that actually went through the model."""
+
+    def __init__(self, inner: Encoder, cache_dir: str | os.PathLike[str] | None, chunk_size: int = 2048,
+                 progress: bool = True) -> None:
+        self.inner = inner
+        self.chunk_size = chunk_size  # each chunk is stored as it finishes: an interrupted encode resumes
+        self.progress = progress
+        self.cache_dir = cache_dir
+        self.identity = inner.identity
+        self.label = inner.label
+        self.encoded = {"query": 0, "document": 0}
+        self.cache_hits = {"query": 0, "document": 0}
+        self.encode_seconds = 0.0
+        self._caches: dict[str, EmbeddingCache] = {}
+
+    def _cache(self, role: Role) -> EmbeddingCache | None:
+        if self.cache_dir is None:
+            return None
+        if role not in self._caches:
+            prefix = getattr(self.inner, "prefixes", {}).get(role, "")
+            self._caches[role] = EmbeddingCache(self.cache_dir, {**self.identity, "prefix": prefix})
+        return self._caches[role]
+
+    def encode(self, texts: Sequence[str], role: Role) -> np.ndarray:
+        dim_probe: np.ndarray | None = None
+        cache = self._cache(role)
+        keys = [text_sha256(t) for t in texts]
+        # Encode each distinct text once (LoCoMo repeats turns, LongMemEval repeats sessions).
+        unique_keys = list(dict.fromkeys(keys))
+        first_text = {k: t for k, t in zip(reversed(keys), reversed(texts))}
+        found, missing = cache.lookup(unique_keys) if cache else ({}, list(range(len(unique_keys))))
+        vectors: dict[str, np.ndarray] = {unique_keys[i]: v for i, v in found.items()}
+        with tqdm(total=len(missing), desc=f"encode {role}s", unit="text", disable=not self.progress or
+                  len(missing) < 256 or bool(os.environ.get("TQDM_DISABLE"))) as bar:
+            for start_at in range(0, len(missing), self.chunk_size):
+                chunk = missing[start_at:start_at + self.chunk_size]
+                began = time.perf_counter()
+                new = self.inner.encode([first_text[unique_keys[i]] for i in chunk], role)
+                self.encode_seconds += time.perf_counter() - began
+                self.encoded[role] += len(chunk)
+                if cache:
+                    cache.store([unique_keys[i] for i in chunk], new)
+                for row, i in enumerate(chunk):
+                    vectors[unique_keys[i]] = new[row]
+                dim_probe = new
+                bar.update(len(chunk))
+        self.cache_hits[role] += len(unique_keys) - len(missing)
+        if not texts:
+            dim = dim_probe.shape[1] if dim_probe is not None else 0
+            return np.zeros((0, dim), dtype=np.float32)
+        return np.stack([vectors[k] for k in keys]).astype(np.float32, copy=False)

@@ -1,0 +1,25 @@
+"""The papers' published numbers (``reference_numbers.yaml``), looked up by dotted path for comparison only."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from importlib import resources
+from typing import Any
+
+import yaml
+
+
+@lru_cache(maxsize=1)
+def reference_numbers() -> dict[str, Any]:
+    text = resources.files(__package__).joinpath("reference_numbers.yaml").read_text(encoding="utf-8")
+    return yaml.safe_load(text)
+
+
+def reference_value(path: str) -> Any:
+    """``reference_value("convmemory.headline_locomo.methods.raw_dense_mpnet.mrr")`` → 0.3254."""
+    node: Any = reference_numbers()
+    for part in path.split("."):
+        if not isinstance(node, dict) or part not in node:
+            raise KeyError(f"no reference number at {path!r} (missing {part!r})")
+        node = node[part]
+    return node

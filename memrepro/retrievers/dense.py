@@ -1,0 +1,37 @@
+"""Dense retrieval ("Familiarity" in RF-Mem): exact cosine over the query's episode.
+
+``mode="full"`` ranks every memory (ConvMemory's raw dense baseline); ``mode="topk"`` returns the ``k`` best
+with a similarity floor, possibly fewer (RF-Mem's protocol). Spec: ``../shared/specs/retrievers.md`` §1.
+"""
+
+from __future__ import annotations
+
+from typing import Literal, Sequence
+
+import numpy as np
+
+from memrepro.retrievers.base import RetrievalInput, Retrieved
+from memrepro.search import DEFAULT_CHUNK_BYTES, EpisodeIndex, search
+
+
+class DenseRetriever:
+    name = "dense"
+    order: Literal["score", "native"] = "score"
+
+    def __init__(self, mode: Literal["full", "topk"] = "full", k: int | None = None,
+                 min_sim: float | None = None, chunk_bytes: int = DEFAULT_CHUNK_BYTES) -> None:
+        if mode not in ("full", "topk"):
+            raise ValueError(f"dense retriever mode must be 'full' or 'topk', got {mode!r}")
+        if mode == "topk" and (k is None or k < 1):
+            raise ValueError(f"dense retriever mode 'topk' needs k >= 1, got {k!r}")
+        self.mode, self.k, self.min_sim, self.chunk_bytes = mode, k, min_sim, chunk_bytes
+
+    def retrieve(self, queries: Sequence[RetrievalInput], query_vectors: np.ndarray,
+                 index: EpisodeIndex) -> list[Retrieved]:
+        hits = search(index, query_vectors, [q.episode_id for q in queries],
+                      k=None if self.mode == "full" else self.k,
+                      min_sim=None if self.mode == "full" else self.min_sim, chunk_bytes=self.chunk_bytes)
+        return [Retrieved(h) for h in hits]
+
+    def describe(self) -> dict:
+        return {"name": self.name, "mode": self.mode, "k": self.k, "min_sim": self.min_sim}

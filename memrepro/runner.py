@@ -1,0 +1,270 @@
+"""One run: load → encode (cached) → index → retrieve (batched) → freeze → metrics → results folder.
+
+Two latency numbers, never mixed: the batched pass's amortized ms/query, and batch-1 latency (one query per
+call, after a warm-up) on a fixed sample of queries. Timed region for both: retrieval given the query vector
+(``search_only``); encoding is a separate phase timing.
+"""
+
+from __future__ import annotations
+
+import logging
+import statistics
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping
+
+import numpy as np
+from hydra.errors import InstantiationException
+from hydra.utils import instantiate
+from omegaconf import DictConfig, OmegaConf
+
+from memrepro.config import NON_SEMANTIC_KEYS
+from memrepro.errors import MemreproError
+from memrepro.evaluation.aggregate import aggregate
+from memrepro.evaluation.freeze import TIE_RULE, FrozenRanking, freeze
+from memrepro.evaluation.metrics import compute_metrics
+from memrepro.models.encoder import CachedEncoder, resolve_device
+from memrepro.provenance import config_hash, git_commit, hardware, package_versions
+from memrepro.results import RunWriter, is_complete, read_metrics, run_dir
+from memrepro.retrievers.base import RetrievalInput, Retriever
+from memrepro.search import EpisodeIndex, build_index
+from memrepro.types import Benchmark, Query
+
+log = logging.getLogger("memrepro")
+
+
+@dataclass
+class RunOutcome:
+    folder: Path
+    skipped: bool
+    metrics: dict[str, Any]
+    encoded: dict[str, int]
+
+
+def build(node: DictConfig) -> Any:
+    """``instantiate`` that lets memrepro's own errors through: Hydra wraps every exception raised by a target
+    in InstantiationException, which would bury 'file X, record Y, field Z' under a Hydra traceback."""
+    try:
+        return instantiate(node)
+    except InstantiationException as exc:
+        cause = exc.__cause__
+        if isinstance(cause, (MemreproError, ValueError)):
+            raise cause from None
+        raise
+
+
+def semantic_config(cfg: DictConfig) -> dict[str, Any]:
+    """The resolved config minus keys that change no ranking or metric (paths, device, latency sampling)."""
+    resolved = OmegaConf.to_container(cfg, resolve=True)
+    for key in NON_SEMANTIC_KEYS:
+        resolved.pop(key, None)
+    for group in ("dataset", "encoder"):  # where the data lives and which device encodes are not identity
+        if isinstance(resolved.get(group), dict):
+            for key in ("data_dir", "device", "show_progress", "batch_size"):
+                resolved[group].pop(key, None)
+    return resolved
+
+
+def run(cfg: DictConfig) -> RunOutcome:
+    import torch
+
+    timings: dict[str, float] = {}
+    if cfg.runtime.torch_threads:
+        torch.set_num_threads(int(cfg.runtime.torch_threads))
+    device = resolve_device(cfg.runtime.device)
+
+    start = time.perf_counter()
+    benchmark: Benchmark = build(cfg.dataset)
+    timings["load_s"] = time.perf_counter() - start
+    encoder = build(cfg.encoder)
+    retriever: Retriever = build(cfg.retriever)
+
+    semantic = semantic_config(cfg)
+    run_id = config_hash({"config": semantic, "data_sha256": benchmark.data_sha256, "encoder": encoder.identity})
+    folder = run_dir(cfg.paths.results_dir, benchmark.name, retriever.name, encoder.label, run_id)
+    if is_complete(folder) and not cfg.overwrite:
+        log.info("run %s is complete: skipped (set overwrite=true to redo it)", folder)
+        return RunOutcome(folder, True, read_metrics(folder), {"query": 0, "document": 0})
+
+    cached = CachedEncoder(encoder, Path(cfg.paths.cache_dir) / "embeddings", progress=bool(cfg.runtime.progress))
+    start = time.perf_counter()
+    doc_vectors = _encode_episodes(benchmark, cached)
+    timings["encode_documents_s"] = time.perf_counter() - start
+    start = time.perf_counter()
+    query_vectors = _encode_queries(benchmark, cached)
+    timings["encode_queries_s"] = time.perf_counter() - start
+    timings["model_load_s"] = getattr(encoder, "load_seconds", 0.0)
+
+    start = time.perf_counter()
+    index = build_index(benchmark.episodes, doc_vectors, device=device)
+    timings["index_s"] = time.perf_counter() - start
+
+    rankings, traces, timings["retrieve_s"], n_retrieved = _retrieve_all(benchmark, retriever, index, query_vectors,
+                                                                        int(cfg.runtime.batch_size))
+    batch1 = _batch1_latency(benchmark, retriever, index, query_vectors, int(cfg.latency.batch1_queries),
+                             int(cfg.latency.warmup), device)
+
+    start = time.perf_counter()
+    metric_names = list(cfg.metrics.names) or list(benchmark.protocol.metrics)
+    metric_names += [m for m in cfg.metrics.extra if m not in metric_names]
+    rows, counts = _score(benchmark, rankings, traces, metric_names, batch1["per_query_ms"], int(cfg.output.top_n))
+    summary = aggregate([{"split": r["split"], "category": r["category"], **r["metrics"]}
+                         for r in rows if r["excluded"] is None],
+                        metric_names, benchmark.protocol.category_names)
+    timings["metrics_s"] = time.perf_counter() - start
+
+    metrics_doc = {
+        "run_id": run_id,
+        "dataset": benchmark.name,
+        "retriever": retriever.describe(),
+        "encoder": {"label": encoder.label, **encoder.identity,
+                    **({"resolved": vars(encoder.resolved)} if hasattr(encoder, "resolved") else {})},
+        "metric_names": metric_names,
+        "primary": list(benchmark.protocol.primary),
+        "counts": {**counts, "loader": dict(benchmark.loader_counts)},
+        "summary": summary,
+        "latency": {
+            "batched_amortized_ms_per_query": 1000.0 * timings["retrieve_s"] / max(1, n_retrieved),
+            "batch1": {k: v for k, v in batch1.items() if k != "per_query_ms"},
+            "timed_region": "search_only (query vector given; encoding is timed as a phase)",
+        },
+        "timings": timings,
+        "encoded": dict(cached.encoded),
+        "cache_hits": dict(cached.cache_hits),
+        "provenance": {
+            "config_hash": run_id,
+            "data_sha256": benchmark.data_sha256,
+            "files": [vars(f) for f in benchmark.files],
+            "loader_options": dict(benchmark.options),
+            "tie_rule": TIE_RULE,
+            "git": git_commit(),
+            "versions": package_versions(),
+            "hardware": hardware(device),
+            "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        },
+    }
+    writer = RunWriter(folder)
+    try:
+        writer.write_text("config.yaml", OmegaConf.to_yaml(cfg, resolve=True))
+        writer.write_jsonl("queries.jsonl", rows)
+        writer.write_text("run.trec", _trec(rows, run_id))
+        writer.write_json("metrics.json", metrics_doc)
+        folder = writer.commit()
+    except BaseException:
+        writer.abort()
+        raise
+    log.info("wrote %s", folder)
+    return RunOutcome(folder, False, metrics_doc, dict(cached.encoded))
+
+
+def _encode_episodes(benchmark: Benchmark, encoder: CachedEncoder) -> dict[str, np.ndarray]:
+    texts = [m.text for e in benchmark.episodes.values() for m in e.memories]
+    matrix = encoder.encode(texts, "document")
+    out, offset = {}, 0
+    for episode_id, episode in benchmark.episodes.items():
+        out[episode_id] = matrix[offset:offset + len(episode)]
+        offset += len(episode)
+    return out
+
+
+def _encode_queries(benchmark: Benchmark, encoder: CachedEncoder) -> dict[str, np.ndarray]:
+    matrix = encoder.encode([q.text for q in benchmark.queries], "query")
+    return {q.id: matrix[i] for i, q in enumerate(benchmark.queries)}
+
+
+def _inputs(queries: list[Query]) -> list[RetrievalInput]:
+    return [RetrievalInput(q.id, q.text, q.episode_id) for q in queries]  # gold never leaves this module
+
+
+def _retrieve_all(benchmark: Benchmark, retriever: Retriever, index: EpisodeIndex,
+                  query_vectors: Mapping[str, np.ndarray], batch_size: int):
+    rankings: dict[tuple[str, str], FrozenRanking] = {}
+    traces: dict[tuple[str, str], dict] = {}
+    elapsed, n = 0.0, 0
+    for split in benchmark.splits:
+        queries = list(benchmark.split_queries(split))
+        for start in range(0, len(queries), batch_size):
+            batch = queries[start:start + batch_size]
+            vectors = np.stack([query_vectors[q.id] for q in batch]) if batch else np.zeros((0, 1), np.float32)
+            began = time.perf_counter()
+            retrieved = retriever.retrieve(_inputs(batch), vectors, index)
+            _sync(index)
+            elapsed += time.perf_counter() - began
+            n += len(batch)
+            for query, result in zip(batch, retrieved):
+                episode = benchmark.episodes[query.episode_id]
+                rankings[(split.name, query.id)] = freeze(query.id, result.hits, episode, retriever.order)
+                traces[(split.name, query.id)] = result.trace
+    return rankings, traces, elapsed, n
+
+
+def _sync(index: EpisodeIndex) -> None:
+    if index.device.type == "cuda":
+        import torch
+
+        torch.cuda.synchronize(index.device)
+
+
+def _batch1_latency(benchmark: Benchmark, retriever: Retriever, index: EpisodeIndex,
+                    query_vectors: Mapping[str, np.ndarray], n_queries: int, warmup: int,
+                    device: str) -> dict[str, Any]:
+    """Per-query latency with one query per call; the first ``warmup`` calls are run and discarded."""
+    sample = list(benchmark.queries[: n_queries + warmup]) if n_queries > 0 else []
+    per_query: dict[str, float] = {}
+    for i, query in enumerate(sample):
+        vector = query_vectors[query.id][None, :]
+        _sync(index)
+        began = time.perf_counter()
+        retriever.retrieve(_inputs([query]), vector, index)
+        _sync(index)
+        if i >= warmup:
+            per_query[query.id] = 1000.0 * (time.perf_counter() - began)
+    values = sorted(per_query.values())
+    stats = {"n": len(values), "warmup": warmup, "device": device}
+    if values:
+        stats.update(mean_ms=statistics.fmean(values), median_ms=statistics.median(values),
+                     p90_ms=float(np.percentile(values, 90)))
+    return {**stats, "per_query_ms": per_query}
+
+
+def _score(benchmark: Benchmark, rankings: Mapping[tuple[str, str], FrozenRanking], traces: Mapping,
+           metric_names: list[str], latency_ms: Mapping[str, float], top_n: int):
+    rows: list[dict[str, Any]] = []
+    counts = {"n_total": 0, "n_scored": 0, "n_excluded": {}}
+    for split in benchmark.splits:
+        queries = list(benchmark.split_queries(split))
+        values = compute_metrics({q.id: rankings[(split.name, q.id)] for q in queries}, queries, metric_names)
+        for query in queries:
+            ranking = rankings[(split.name, query.id)]
+            counts["n_total"] += 1
+            if query.excluded is None:
+                counts["n_scored"] += 1
+            else:
+                counts["n_excluded"][query.excluded] = counts["n_excluded"].get(query.excluded, 0) + 1
+            rows.append({
+                "split": split.name,
+                "seed": split.seed,
+                "query_id": query.id,
+                "episode_id": query.episode_id,
+                "category": query.category,
+                "excluded": query.excluded,
+                "gold": list(query.gold),
+                "gold_ranks": ranking.ranks_of(tuple(dict.fromkeys(query.gold))),
+                "n_returned": len(ranking.memory_ids),
+                "top": [[m, s] for m, s in zip(ranking.memory_ids[:top_n], ranking.scores[:top_n])],
+                "latency_ms": latency_ms.get(query.id),
+                "trace": traces.get((split.name, query.id)) or None,
+                "metrics": values.get(query.id, {}),
+            })
+    return rows, counts
+
+
+def _trec(rows: list[dict[str, Any]], tag: str) -> str:
+    multi_split = len({r["split"] for r in rows}) > 1
+    lines = []
+    for row in rows:
+        qid = f"{row['split']}::{row['query_id']}" if multi_split else row["query_id"]
+        for rank, (memory_id, score) in enumerate(row["top"], start=1):
+            lines.append(f"{qid} Q0 {memory_id} {rank} {score:.6f} {tag}")
+    return "\n".join(lines) + ("\n" if lines else "")

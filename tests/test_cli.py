@@ -1,0 +1,99 @@
+"""The CLI end to end on the tiny LoCoMo fixture with the fake encoder: results layout, skip, overwrite, errors."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from memrepro.evaluation.freeze import FrozenRanking
+from memrepro.evaluation.metrics import compute_metrics
+from memrepro.results import COMPLETE, read_queries
+from memrepro.types import Query
+
+
+def memrepro(*args: str, tmp: Path, data_dir: Path) -> subprocess.CompletedProcess:
+    env = {**os.environ, "MEMREPRO_DATA_DIR": str(data_dir), "MEMREPRO_RESULTS_DIR": str(tmp / "results"),
+           "MEMREPRO_CACHE_DIR": str(tmp / "cache"), "MEMREPRO_LOG_DIR": str(tmp / "logs"), "TQDM_DISABLE": "1"}
+    return subprocess.run([sys.executable, "-m", "memrepro", *args], capture_output=True, text=True, env=env,
+                          cwd=tmp, timeout=300)
+
+
+FAST = ("encoder=fake", "latency.batch1_queries=2", "latency.warmup=1")
+TWO = "dataset.file=locomo/locomo10_two_conversations.json"  # one dev + one test conversation per seed
+
+
+def only_run(tmp: Path) -> Path:
+    runs = [p.parent for p in (tmp / "results").rglob(COMPLETE)]
+    assert len(runs) == 1, runs
+    return runs[0]
+
+
+def test_help_lists_subcommands(tmp_path: Path, fixtures_dir: Path) -> None:
+    out = memrepro("--help", tmp=tmp_path, data_dir=fixtures_dir)
+    assert out.returncode == 0 and "run " in out.stdout and "data" in out.stdout
+    bad = memrepro("frobnicate", tmp=tmp_path, data_dir=fixtures_dir)
+    assert bad.returncode == 2 and "unknown command 'frobnicate'" in bad.stderr
+
+
+def test_run_writes_complete_results_then_skips_then_overwrites(tmp_path: Path, fixtures_dir: Path) -> None:
+    first = memrepro("run", "dataset=locomo", "retriever=dense", TWO, *FAST, tmp=tmp_path, data_dir=fixtures_dir)
+    assert first.returncode == 0, first.stderr
+    folder = only_run(tmp_path)
+    assert folder.parts[-4:-1] == ("locomo", "dense", "fake-bow-64d")
+    assert {p.name for p in folder.iterdir()} == {"config.yaml", "queries.jsonl", "run.trec", "metrics.json",
+                                                  COMPLETE}
+    metrics = json.loads((folder / "metrics.json").read_text())
+    # conv-26 (4 queries) or conv-30 (4 queries) is the test conversation of each of the 5 seeds
+    assert metrics["counts"]["n_total"] == 20 and metrics["summary"]["n"] == 20
+    provenance = metrics["provenance"]
+    for key in ("config_hash", "data_sha256", "git", "versions", "hardware", "tie_rule", "files"):
+        assert provenance[key], key
+    assert metrics["encoded"]["document"] == 12 and metrics["latency"]["batch1"]["n"] == 2
+    assert metrics["counts"]["loader"]["dropped_empty_evidence"] == 1
+
+    # every per-query metric is recomputable from the stored gold ranks without rerunning
+    for row in read_queries(folder):
+        query = Query(row["query_id"], "", row["episode_id"], tuple(row["gold"]), row["category"])
+        rebuilt = FrozenRanking.from_gold_ranks(row["query_id"], row["gold_ranks"], row["n_returned"])
+        assert compute_metrics({query.id: rebuilt}, [query], list(row["metrics"]))[query.id] == row["metrics"]
+    trec = (folder / "run.trec").read_text().splitlines()
+    assert trec and len(trec[0].split()) == 6
+
+    second = memrepro("run", "dataset=locomo", "retriever=dense", TWO, *FAST, tmp=tmp_path, data_dir=fixtures_dir)
+    assert second.returncode == 0 and "skipped" in second.stdout
+
+    third = memrepro("run", "dataset=locomo", "retriever=dense", TWO, *FAST, "overwrite=true", tmp=tmp_path,
+                     data_dir=fixtures_dir)
+    assert third.returncode == 0, third.stderr
+    redone = json.loads((only_run(tmp_path) / "metrics.json").read_text())
+    assert redone["encoded"] == {"query": 0, "document": 0}  # re-scored from the embedding cache
+    assert redone["summary"] == metrics["summary"]
+
+
+def test_multirun_sweep(tmp_path: Path, fixtures_dir: Path) -> None:
+    out = memrepro("run", "-m", "retriever=familiarity", "retriever.k=1,3", TWO, *FAST, tmp=tmp_path,
+                   data_dir=fixtures_dir)
+    assert out.returncode == 0, out.stderr
+    assert len(list((tmp_path / "results").rglob(COMPLETE))) == 2
+
+
+def test_missing_data_is_one_clear_error(tmp_path: Path) -> None:
+    out = memrepro("run", *FAST, tmp=tmp_path, data_dir=tmp_path / "nowhere")
+    assert out.returncode == 1
+    assert "data file not found" in out.stderr and "MEMREPRO_DATA_DIR" in out.stderr
+    assert "Traceback" not in out.stderr
+    assert not (tmp_path / "results").exists() or not list((tmp_path / "results").rglob(COMPLETE))
+
+
+@pytest.mark.real_data
+def test_fake_encoder_run_on_real_locomo(tmp_path: Path, real_data_dir: Path) -> None:
+    out = memrepro("run", *FAST, tmp=tmp_path, data_dir=real_data_dir)
+    assert out.returncode == 0, out.stderr
+    metrics = json.loads((only_run(tmp_path) / "metrics.json").read_text())
+    assert metrics["counts"]["n_total"] == 4955 and metrics["counts"]["n_scored"] == 4955
+    assert [s["n"] for s in metrics["summary"]["splits"].values()] == [938, 1135, 937, 990, 955]
