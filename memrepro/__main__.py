@@ -20,6 +20,7 @@ class Command:
 
 COMMANDS: dict[str, Command] = {
     "run": Command("retrieve and evaluate one configuration (Hydra; -m for sweeps)", "memrepro.cli.run:main"),
+    "data": Command("check (--stats) / download benchmark files", "memrepro.cli.data:main"),
 }
 PLANNED = {
     "data": "check / download benchmark files",
@@ -61,8 +62,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"memrepro: unknown command {name!r}{extra}; commands: {known}\n\n{usage()}", file=sys.stderr)
         return 2
     sys.argv = [f"memrepro {name}", *rest]
-    _load(COMMANDS[name].entry)()
-    return 0
+    code = _load(COMMANDS[name].entry)()
+    return code if isinstance(code, int) else 0
 
 
 if __name__ == "__main__":

@@ -23,6 +23,36 @@ class LocomoDatasetConfig:
 
 
 @dataclass
+class LongMemEvalDatasetConfig:
+    _target_: str = "memrepro.datasets.longmemeval.load_longmemeval"
+    data_dir: Optional[str] = None
+    variant: str = "s"
+    source: Optional[str] = None
+    granularity: str = "session"
+    gold: str = "rfmem"
+    limit: Optional[int] = None
+
+
+@dataclass
+class PersonaBenchDatasetConfig:
+    _target_: str = "memrepro.datasets.personabench.load_personabench"
+    data_dir: Optional[str] = None
+    noise: str = "0.0"
+    communities: List[str] = field(default_factory=lambda: ["community_0", "community_1"])
+    people_per_community: int = 3
+
+
+@dataclass
+class PersonaMemDatasetConfig:
+    _target_: str = "memrepro.datasets.personamem.load_personamem"
+    data_dir: Optional[str] = None
+    size: str = "32k"
+    slice_context: bool = False
+    unit: str = "pair"
+    label_map: str = "rfmem"
+
+
+@dataclass
 class SentenceTransformerEncoderConfig:
     _target_: str = "memrepro.models.encoder.SentenceTransformerEncoder"
     model: str = MISSING
@@ -106,6 +136,9 @@ def register_configs() -> None:
     store = ConfigStore.instance()
     store.store(name="run_schema", node=RunConfig)
     store.store(group="dataset", name="locomo_schema", node=LocomoDatasetConfig)
+    store.store(group="dataset", name="longmemeval_schema", node=LongMemEvalDatasetConfig)
+    store.store(group="dataset", name="personabench_schema", node=PersonaBenchDatasetConfig)
+    store.store(group="dataset", name="personamem_schema", node=PersonaMemDatasetConfig)
     store.store(group="encoder", name="sentence_transformer_schema", node=SentenceTransformerEncoderConfig)
     store.store(group="encoder", name="fake_schema", node=FakeEncoderConfig)
     store.store(group="retriever", name="dense_schema", node=DenseRetrieverConfig)

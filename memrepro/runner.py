@@ -123,6 +123,9 @@ def run(cfg: DictConfig) -> RunOutcome:
         "metric_names": metric_names,
         "primary": list(benchmark.protocol.primary),
         "counts": {**counts, "loader": dict(benchmark.loader_counts)},
+        # gold-free diagnostics, for every retrieved row (PersonaMem has no gold at all)
+        "returned": {"mean_items": _mean([r["n_returned"] for r in rows]),
+                     "mean_chars_top_n": _mean([r["returned_chars"] for r in rows])},
         "summary": summary,
         "latency": {
             "batched_amortized_ms_per_query": 1000.0 * timings["retrieve_s"] / max(1, n_retrieved),
@@ -237,6 +240,7 @@ def _score(benchmark: Benchmark, rankings: Mapping[tuple[str, str], FrozenRankin
         values = compute_metrics({q.id: rankings[(split.name, q.id)] for q in queries}, queries, metric_names)
         for query in queries:
             ranking = rankings[(split.name, query.id)]
+            text_of = {m.id: m.text for m in benchmark.episodes[query.episode_id].memories}
             counts["n_total"] += 1
             if query.excluded is None:
                 counts["n_scored"] += 1
@@ -252,12 +256,17 @@ def _score(benchmark: Benchmark, rankings: Mapping[tuple[str, str], FrozenRankin
                 "gold": list(query.gold),
                 "gold_ranks": ranking.ranks_of(tuple(dict.fromkeys(query.gold))),
                 "n_returned": len(ranking.memory_ids),
+                "returned_chars": sum(len(text_of[m]) for m in ranking.memory_ids[:top_n]),
                 "top": [[m, s] for m, s in zip(ranking.memory_ids[:top_n], ranking.scores[:top_n])],
                 "latency_ms": latency_ms.get(query.id),
                 "trace": traces.get((split.name, query.id)) or None,
                 "metrics": values.get(query.id, {}),
             })
     return rows, counts
+
+
+def _mean(values: list[float]) -> float | None:
+    return statistics.fmean(values) if values else None
 
 
 def _trec(rows: list[dict[str, Any]], tag: str) -> str:

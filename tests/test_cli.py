@@ -97,3 +97,20 @@ def test_fake_encoder_run_on_real_locomo(tmp_path: Path, real_data_dir: Path) ->
     metrics = json.loads((only_run(tmp_path) / "metrics.json").read_text())
     assert metrics["counts"]["n_total"] == 4955 and metrics["counts"]["n_scored"] == 4955
     assert [s["n"] for s in metrics["summary"]["splits"].values()] == [938, 1135, 937, 990, 955]
+
+
+@pytest.mark.parametrize("dataset,overrides,n_total,n_scored", [
+    ("longmemeval", ("dataset.variant=oracle", "dataset.source=longmemeval/longmemeval_tiny.json",
+                     "retriever=familiarity", "retriever.k=50"), 4, 2),
+    ("personabench", ("dataset.communities=[community_0]", "retriever=familiarity", "retriever.k=5"), 4, 3),
+    ("personamem", ("retriever=familiarity", "retriever.k=10", "retriever.min_sim=0.3"), 2, 0),
+])
+def test_every_benchmark_runs_end_to_end_on_fixtures(dataset, overrides, n_total, n_scored, tmp_path: Path,
+                                                     fixtures_dir: Path) -> None:
+    out = memrepro("run", f"dataset={dataset}", *overrides, *FAST, tmp=tmp_path, data_dir=fixtures_dir)
+    assert out.returncode == 0, out.stderr[-2000:]
+    metrics = json.loads((only_run(tmp_path) / "metrics.json").read_text())
+    assert (metrics["counts"]["n_total"], metrics["counts"]["n_scored"]) == (n_total, n_scored)
+    assert metrics["returned"]["mean_items"] is not None
+    if n_scored:
+        assert set(metrics["summary"]["pooled"]) == set(metrics["metric_names"])

@@ -82,7 +82,7 @@ def test_tiny_counts_and_order(tiny) -> None:
     assert counts["memories"] == 7
     assert counts["questions_with_repeated_session_ids"] == 1
     assert tiny.splits[0].name == "all" and tiny.splits[0].test_episode_ids == TINY_IDS
-    assert tiny.name == "longmemeval"
+    assert tiny.name == "longmemeval_oracle"
     assert tiny.protocol == PROTOCOL
     assert tuple(tiny.protocol.category_names) == QUESTION_TYPES
     assert tiny.options == {"variant": "oracle", "source": TINY_LIST, "granularity": "session", "gold": "rfmem",

@@ -131,3 +131,15 @@ def test_aggregate_seed_means_std_and_pooled() -> None:
     assert summary["categories"]["1"]["n"] == 2 and summary["categories"]["1"]["name"] == "one"
     assert summary["categories"]["2"]["pooled"]["m"] == 0.0
     assert aggregate([], ["m"])["n"] == 0
+
+
+def test_registered_benchmark_metrics() -> None:
+    lme = Query("q", "q", "e", ("s1", "s2"), "multi-session")
+    ranking = r("q", ["s1", "x", "s2"])
+    values = compute_metrics({"q": ranking}, [lme], ["recall_all@2", "recall_all@3", "recall_any@1"])["q"]
+    assert values == {"recall_all@2": 0.0, "recall_all@3": 1.0, "recall_any@1": 1.0}
+    pb = Query("p", "p", "e", ("a", "b", "c"), "Social_easy", gold_alternatives=(("a", "b"), ("c",)))
+    values = compute_metrics({"p": r("p", ["b", "x", "c"])}, [pb], ["pb_recall", "pb_recall@2"])["p"]
+    assert values == {"pb_recall": 1.0, "pb_recall@2": 0.5}  # combination (b, c): both in 3, one in the first 2
+    with pytest.raises(ValueError, match="gold alternatives"):
+        compute_metrics({"q": ranking}, [lme], ["pb_recall"])

@@ -132,7 +132,7 @@ def load_longmemeval(
     counts["memories"] = sum(len(episode) for episode in episodes.values())
 
     return Benchmark(
-        name="longmemeval",
+        name=f"longmemeval_{variant}",
         episodes=episodes,
         queries=tuple(queries),
         splits=(Split(name="all", test_episode_ids=tuple(episodes)),),

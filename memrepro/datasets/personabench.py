@@ -34,7 +34,10 @@ CATEGORY_NAMES = {
     "Preference_easy": "Pref Easy",
     "Preference_hard": "Pref Hard",
 }
-PROTOCOL = Protocol(metrics=("pb_recall", "pb_ndcg"), primary=("pb_recall",), category_names=CATEGORY_NAMES)
+# pb_recall scores the whole returned list (RF-Mem: "Recall@5" is a K=5 run); pb_recall@k scores its first k,
+# which for a dense ranking equals the K=k run (a floor of 0.0 aside).
+PROTOCOL = Protocol(metrics=("pb_recall@5", "pb_recall@10", "pb_recall", "pb_ndcg@5", "pb_ndcg@10", "pb_ndcg"),
+                    primary=("pb_recall@5", "pb_recall@10", "pb_recall"), category_names=CATEGORY_NAMES)
 
 # RF-Mem unit order and the key under which each source nests its segments.
 SOURCES = (

@@ -14,6 +14,8 @@ from typing import Callable, Mapping, Sequence
 import ir_measures
 
 from memrepro.evaluation.freeze import FrozenRanking
+from memrepro.evaluation.longmemeval_metrics import recall_all_at_k, recall_any_at_k
+from memrepro.evaluation.personabench_metrics import personabench_ndcg, personabench_recall
 from memrepro.types import Query
 
 CustomMetric = Callable[[Sequence[str], Query, int | None], float]
@@ -28,7 +30,27 @@ def recall_list_at_k(ranked_ids: Sequence[str], query: Query, k: int | None) -> 
     return len(top & set(query.gold)) / max(1, len(query.gold))
 
 
-CUSTOM: dict[str, CustomMetric] = {"recall_list": recall_list_at_k}
+def _needs_cutoff(name: str, k: int | None) -> int:
+    if k is None:
+        raise ValueError(f"metric {name!r} needs a cutoff, e.g. {name}@10")
+    return k
+
+
+def _personabench_alternatives(query: Query) -> tuple[tuple[str, ...], ...]:
+    if query.gold_alternatives is None:
+        raise ValueError(f"query {query.id!r}: PersonaBench metrics need gold alternatives")
+    return query.gold_alternatives
+
+
+CUSTOM: dict[str, CustomMetric] = {
+    "recall_list": recall_list_at_k,
+    # LongMemEval (RF-Mem Table 3 reports recall_all@k on prefixes of one K=50 list)
+    "recall_all": lambda ids, q, k: recall_all_at_k(ids, q.gold, _needs_cutoff("recall_all", k)),
+    "recall_any": lambda ids, q, k: recall_any_at_k(ids, q.gold, _needs_cutoff("recall_any", k)),
+    # PersonaBench: k is the length of the returned list (separate K=5 / K=10 runs), so no cutoff is taken
+    "pb_recall": lambda ids, q, k: personabench_recall(ids[:k] if k else ids, _personabench_alternatives(q)),
+    "pb_ndcg": lambda ids, q, k: personabench_ndcg(ids[:k] if k else ids, _personabench_alternatives(q)),
+}
 
 
 def register_metric(base: str, function: CustomMetric) -> None:
