@@ -31,9 +31,15 @@ def test_every_group_has_options() -> None:
         assert options(group), group
 
 
+FIXTURE_OVERRIDES = {  # point each dataset config at its tiny fixture
+    "longmemeval": ["dataset.variant=oracle", "dataset.source=longmemeval/longmemeval_tiny.json"],
+    "personabench": ["dataset.communities=[community_0]"],
+}
+
+
 @pytest.mark.parametrize("name", options("dataset"))
 def test_dataset_configs_instantiate(name: str, fixtures_dir: Path) -> None:
-    cfg = composed(f"dataset={name}", f"paths.data_dir={fixtures_dir}")
+    cfg = composed(f"dataset={name}", f"paths.data_dir={fixtures_dir}", *FIXTURE_OVERRIDES.get(name, []))
     benchmark = instantiate(cfg.dataset)
     assert benchmark.queries and benchmark.episodes
 
