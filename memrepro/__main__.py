@@ -21,6 +21,8 @@ class Command:
 COMMANDS: dict[str, Command] = {
     "run": Command("retrieve and evaluate one configuration (Hydra; -m for sweeps)", "memrepro.cli.run:main"),
     "data": Command("check (--stats) / download benchmark files", "memrepro.cli.data:main"),
+    "train": Command("fine-tune a cross-encoder per split seed on its dev conversations (Hydra)",
+                     "memrepro.cli.train:main"),
 }
 PLANNED = {
     "data": "check / download benchmark files",

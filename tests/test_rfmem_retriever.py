@@ -1,0 +1,210 @@
+"""RecollectionRetriever and RFMemRetriever behind the Retriever protocol: routing, the Familiarity path's
+dense top-K, traces, latency scopes, engine selection, Hydra presets, and the CLI end to end on fixtures."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from memrepro.results import read_queries
+from memrepro.retrievers.base import RetrievalInput
+from memrepro.retrievers.rfmem.params import RecollectionParams
+from memrepro.retrievers.rfmem.recollection import recollect_faithful
+from memrepro.retrievers.rfmem.retriever import RecollectionRetriever, RFMemRetriever
+from memrepro.search import build_index, search
+from memrepro.types import Episode, Memory
+from tests.test_cli import FAST, memrepro, only_run
+
+
+def unit_rows(matrix: np.ndarray) -> np.ndarray:
+    return (matrix / np.linalg.norm(matrix, axis=1, keepdims=True)).astype(np.float32)
+
+
+@pytest.fixture(scope="module")
+def world():
+    """Two episodes of random unit vectors (one smaller than K) and queries against each."""
+    rng = np.random.default_rng(7)
+    sizes = {"big": 40, "small": 3}
+    episodes = {e: Episode(e, tuple(Memory(f"{e}-{i}", f"text {i}", i) for i in range(n))) for e, n in sizes.items()}
+    vectors = {e: unit_rows(rng.normal(size=(n, 6))) for e, n in sizes.items()}
+    index = build_index(episodes, vectors)
+    queries = [RetrievalInput(f"q{i}", f"question {i}", "big" if i % 3 else "small") for i in range(12)]
+    query_vectors = unit_rows(rng.normal(size=(len(queries), 6)))
+    # make q1 sit on a memory: its probe mean is high → Familiarity
+    query_vectors[1] = vectors["big"][5]
+    return episodes, vectors, index, queries, query_vectors
+
+
+RFMEM_PB = dict(probe_k=5, probe_floor=0.3, probe_floor_ignored=True, lam=30.0, eps=0.0, theta_high=0.5,
+                theta_low=0.0, tau=0.30, k=5, beam=3, fanout=1, alpha=0.9, rounds=10, mmr_lambda=0.9, min_sim=0.0,
+                after_empty_round="stop", familiarity_min_sim=0.0)
+
+
+def test_recollection_retriever_matches_the_reference_per_query(world) -> None:
+    _, vectors, index, queries, query_vectors = world
+    retriever = RecollectionRetriever(k=5, beam=3, fanout=2, alpha=0.5, mmr_lambda=0.9, min_sim=0.0)
+    assert retriever.name == "recollection" and retriever.order == "native"
+    results = retriever.retrieve(queries, query_vectors, index)
+    for query, vector, got in zip(queries, query_vectors, results):
+        expected = recollect_faithful(vector, vectors[query.episode_id], retriever.recollection)
+        assert list(got.hits.positions) == expected.positions
+        assert got.hits.scores.dtype == np.float32 and np.all(np.isfinite(got.hits.scores))
+        assert got.trace["path"] == "recollection" and got.trace["rounds"] >= 1
+        assert got.trace["items_per_round"] and got.trace["path_ms"] >= 0
+    assert len(results[0].hits.positions) <= 3  # the small episode: K larger than the pool
+
+
+def test_rfmem_routes_each_query_and_runs_the_chosen_path(world) -> None:
+    _, vectors, index, queries, query_vectors = world
+    retriever = RFMemRetriever(**RFMEM_PB)
+    assert retriever.name == "rfmem" and retriever.order == "native"
+    results = retriever.retrieve(queries, query_vectors, index)
+    paths = [r.trace["path"] for r in results]
+    assert paths[1] == "familiarity" and "recollection" in paths
+    for query, vector, got in zip(queries, query_vectors, results):
+        trace = got.trace
+        assert {"path", "rule", "probe_mean", "probe_entropy", "probe_kept", "rounds", "items_per_round",
+                "path_ms", "gate_ms", "latency_ms"} <= set(trace)
+        assert trace["latency_ms"] == trace["path_ms"]  # path_only
+        assert np.all(np.isfinite(got.hits.scores))
+        if trace["path"] == "familiarity":
+            dense = search(index, vector[None, :], [query.episode_id], k=5, min_sim=0.0)[0]
+            assert list(got.hits.positions) == list(dense.positions)
+            assert list(got.hits.scores) == list(dense.scores)
+            assert trace["rounds"] is None
+        else:
+            expected = recollect_faithful(vector, vectors[query.episode_id], retriever.recollection)
+            assert list(got.hits.positions) == expected.positions
+            assert trace["rounds"] == expected.trace["rounds"]
+    # the 3-memory episode pads the 5-slot probe (floor ignored): its mean is hugely negative → Recollection
+    small = [r.trace for q, r in zip(queries, results) if q.episode_id == "small"]
+    assert all(t["path"] == "recollection" and t["rule"] == "mean_low" and t["probe_kept"] == 5 for t in small)
+
+
+def test_gate_thresholds_route_everything_one_way(world) -> None:
+    _, _, index, queries, query_vectors = world
+    always_familiar = RFMemRetriever(**{**RFMEM_PB, "theta_high": -1.0, "probe_floor_ignored": False,
+                                        "probe_floor": None})  # no padding: every mean is >= -1
+    assert {r.trace["path"] for r in always_familiar.retrieve(queries, query_vectors, index)} == {"familiarity"}
+    always_recollect = RFMemRetriever(**{**RFMEM_PB, "probe_floor_ignored": False, "probe_floor": 2.0})
+    traces = [r.trace for r in always_recollect.retrieve(queries, query_vectors, index)]
+    assert {(t["path"], t["rule"]) for t in traces} == {("recollection", "no_hits")}
+
+
+def test_gate_plus_path_latency_scope(world) -> None:
+    _, _, index, queries, query_vectors = world
+    retriever = RFMemRetriever(**RFMEM_PB, latency_scope="gate_plus_path")
+    for got in retriever.retrieve(queries[:4], query_vectors[:4], index):
+        assert got.trace["latency_ms"] == pytest.approx(got.trace["gate_ms"] + got.trace["path_ms"])
+    assert retriever.describe()["latency_scope"] == "gate_plus_path"
+
+
+def test_familiarity_k_and_floor_are_separate_from_recollection(world) -> None:
+    _, _, index, queries, query_vectors = world
+    retriever = RFMemRetriever(**{**RFMEM_PB, "theta_high": -1.0, "familiarity_k": 2, "familiarity_min_sim": 0.99,
+                                  "probe_floor_ignored": False})
+    got = retriever.retrieve(queries[1:2], query_vectors[1:2], index)[0]
+    assert list(got.hits.positions) == [5]  # q1 is memory 5 itself; nothing else passes 0.99
+    assert retriever.describe()["familiarity"] == {"k": 2, "min_sim": 0.99}
+
+
+def test_empty_query_batch(world) -> None:
+    _, _, index, _, _ = world
+    assert RFMemRetriever(**RFMEM_PB).retrieve([], np.zeros((0, 6), np.float32), index) == []
+    assert RecollectionRetriever().retrieve([], np.zeros((0, 6), np.float32), index) == []
+
+
+def test_bad_choices_fail_at_construction() -> None:
+    with pytest.raises(ValueError, match="engine"):
+        RFMemRetriever(engine="fast")
+    with pytest.raises(ValueError, match="latency_scope"):
+        RecollectionRetriever(latency_scope="everything")
+    with pytest.raises(ValueError, match="after_empty_round"):
+        RecollectionRetriever(after_empty_round="pause")
+
+
+@pytest.mark.skipif(importlib.util.find_spec("memrepro.retrievers.rfmem.batched") is not None,
+                    reason="the batched engine exists")
+def test_batched_engine_missing_is_a_clear_error() -> None:
+    with pytest.raises(ImportError, match="engine='faithful'"):
+        RecollectionRetriever(engine="batched")
+
+
+@pytest.mark.skipif(importlib.util.find_spec("memrepro.retrievers.rfmem.batched") is None,
+                    reason="the batched engine is not written yet")
+def test_batched_engine_returns_valid_rankings(world) -> None:
+    _, _, index, queries, query_vectors = world
+    for retriever in (RecollectionRetriever(engine="batched", k=5, min_sim=0.0),
+                      RFMemRetriever(**{**RFMEM_PB, "engine": "batched"})):
+        for got in retriever.retrieve(queries, query_vectors, index):
+            positions = list(got.hits.positions)
+            assert len(positions) == len(set(positions)) <= 5 and np.all(np.isfinite(got.hits.scores))
+
+
+# -- Hydra presets ---------------------------------------------------------------------------------------
+
+PRESETS = ["recollection", "rfmem", "rfmem_personabench", "rfmem_personabench_table2_r5",
+           "rfmem_personabench_table2_r10", "recollection_personabench_table2_r5",
+           "recollection_personabench_table2_r10", "recollection_personabench", "rfmem_longmemeval",
+           "recollection_longmemeval", "rfmem_personamem", "recollection_personamem"]
+
+
+def _compose(*overrides: str):
+    from hydra import compose, initialize_config_dir
+    from hydra.utils import instantiate
+
+    import memrepro.config  # noqa: F401  (registers the schemas)
+
+    conf = Path(__file__).resolve().parents[1] / "conf"
+    with initialize_config_dir(config_dir=str(conf), version_base=None):
+        return instantiate(compose("config", overrides=list(overrides)).retriever)
+
+
+@pytest.mark.parametrize("preset", PRESETS)
+def test_every_preset_composes_and_accepts_overrides(preset: str) -> None:
+    retriever = _compose(f"retriever={preset}", "retriever.alpha=0.3", "retriever.k=7")
+    assert retriever.recollection.alpha == 0.3 and retriever.recollection.k == 7
+    assert retriever.engine == "faithful"
+
+
+def test_table2_presets_hold_the_spec_settings() -> None:
+    r5 = _compose("retriever=rfmem_personabench_table2_r5")
+    assert (r5.recollection.k, r5.recollection.beam, r5.recollection.fanout, r5.recollection.alpha) == (5, 3, 1, 0.9)
+    assert (r5.gate.probe_k, r5.gate.lam, r5.gate.eps, r5.gate.theta_high, r5.gate.theta_low, r5.gate.tau) == (
+        5, 30.0, 0.0, 0.5, 0.0, 0.30)
+    assert r5.gate.probe_floor_ignored and r5.recollection.after_empty_round == "stop"
+    r10 = _compose("retriever=recollection_personabench_table2_r10")
+    assert (r10.recollection.k, r10.recollection.beam, r10.recollection.fanout, r10.recollection.alpha,
+            r10.recollection.mmr_lambda) == (10, 3, 2, 0.2, 0.9)
+    run_sh = _compose("retriever=rfmem_personabench", "retriever.k=5")
+    assert run_sh.gate.probe_k == 5  # PersonaBench probes with the retrieval K
+
+
+# -- CLI end to end on the fixtures ----------------------------------------------------------------------
+
+@pytest.mark.parametrize("dataset,retriever,extra", [
+    ("personabench", "rfmem_personabench", ("dataset.communities=[community_0]", "retriever.k=5")),
+    ("locomo", "recollection", ("dataset.file=locomo/locomo10_two_conversations.json", "retriever.min_sim=0.0")),
+])
+def test_cli_end_to_end(dataset: str, retriever: str, extra: tuple[str, ...], tmp_path: Path,
+                        fixtures_dir: Path) -> None:
+    out = memrepro("run", f"dataset={dataset}", f"retriever={retriever}", *extra, *FAST, tmp=tmp_path,
+                   data_dir=fixtures_dir)
+    assert out.returncode == 0, out.stderr[-2000:]
+    folder = only_run(tmp_path)
+    metrics = json.loads((folder / "metrics.json").read_text())
+    assert metrics["retriever"]["name"] == retriever.split("_")[0]
+    assert metrics["retriever"]["engine"] == "faithful"
+    rows = read_queries(folder)
+    assert rows and all(row["trace"]["path"] in ("familiarity", "recollection") for row in rows)
+    for row in rows:
+        ids = [m for m, _ in row["top"]]
+        assert len(ids) == len(set(ids)) == row["n_returned"] <= metrics["retriever"]["recollection"]["k"]
+        assert all(math.isfinite(s) for _, s in row["top"])
+    if metrics["counts"]["n_scored"]:
+        assert set(metrics["summary"]["pooled"]) == set(metrics["metric_names"])
