@@ -37,6 +37,8 @@ data-check: install  ## list every benchmark file with its checksum state, and w
 
 bench: install  ## speed ratios, measured side by side in one process
 	$(PY) scripts/bench_search.py
+	$(PY) scripts/bench_rfmem.py
+	$(PY) scripts/bench_rerank.py --queries 10
 
 clean-results:
 	rm -rf results/runs outputs

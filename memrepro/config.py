@@ -80,6 +80,7 @@ class DenseRetrieverConfig:
     k: Optional[int] = None
     min_sim: Optional[float] = None
     chunk_bytes: int = 256 << 20
+    name: str = "dense"
 
 
 @dataclass
@@ -99,6 +100,17 @@ class RecollectionRetrieverConfig:
     dead_branch_policy: str = "keep"  # keep | drop
     final_rerank: str = "none"  # none | dense
     kmeans_seed: int = 42
+    # RF-Mem Appendix D.8-D.9 alternatives (Tables 15-16; our constructions, faithful engine only)
+    clustering: str = "kmeans"  # kmeans | dbscan | spectral
+    dbscan_eps: float = 0.5
+    dbscan_min_samples: int = 2
+    dbscan_noise: str = "singleton"  # singleton | drop
+    spectral_gamma: float = 1.0
+    mixing: str = "alpha"  # alpha | gated
+    expansion: str = "cluster"  # cluster | graph_bfs
+    graph_k: Optional[int] = None  # None: the fanout F
+    graph_min_sim: Optional[float] = 0.0
+    full_exploration: bool = False
     latency_scope: str = "path_only"  # path_only | gate_plus_path
     chunk_bytes: int = 256 << 20
 

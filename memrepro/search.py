@@ -27,6 +27,10 @@ class EpisodeIndex:
     matrix: torch.Tensor  # (E, L, d) float32, zero rows past each episode's length
     lengths: torch.Tensor  # (E,) int64
     row_of: dict[str, int]
+    # canonical[e, i] = the first position in episode e whose vector equals position i's. Identical vectors can
+    # score a few ulps apart in a blocked matmul; copying the first copy's score makes their tie exact, so the
+    # tie rule (not SIMD lane order) decides between duplicates.
+    canonical: torch.Tensor | None = None
     # The memories themselves (id, text, position, time; never gold): rerankers read texts from here.
     episodes: Mapping[str, Episode] | None = None
 
@@ -53,7 +57,14 @@ def build_index(episodes: Mapping[str, Episode], vectors: Mapping[str, np.ndarra
         if len(block):
             matrix[row, : len(block)] = torch.from_numpy(np.ascontiguousarray(block, dtype=np.float32))
     lengths = torch.tensor([len(episodes[e]) for e in ids], dtype=torch.long)
-    return EpisodeIndex(ids, matrix.to(device), lengths.to(device), {e: i for i, e in enumerate(ids)}, episodes)
+    canonical = torch.arange(matrix.shape[1]).repeat(len(ids), 1)
+    for row, episode_id in enumerate(ids):
+        block = np.ascontiguousarray(vectors[episode_id], dtype=np.float32)
+        if len(block) > 1:
+            _, first, inverse = np.unique(block, axis=0, return_index=True, return_inverse=True)
+            canonical[row, : len(block)] = torch.from_numpy(first[inverse.reshape(-1)].astype(np.int64))
+    return EpisodeIndex(ids, matrix.to(device), lengths.to(device), {e: i for i, e in enumerate(ids)},
+                        canonical.to(device), episodes)
 
 
 def _score_chunk(index: EpisodeIndex, queries: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
@@ -98,6 +109,8 @@ def search(index: EpisodeIndex, query_vectors: np.ndarray | torch.Tensor, episod
     for start in range(0, len(queries), chunk):
         row_chunk = rows[start:start + chunk]
         scores = _score_chunk(index, queries[start:start + chunk], row_chunk)  # (c, L)
+        if index.canonical is not None:
+            scores = scores.gather(1, index.canonical.index_select(0, row_chunk))
         lengths = index.lengths.index_select(0, row_chunk)
         scores = scores.masked_fill(positions_all.unsqueeze(0) >= lengths.unsqueeze(1), float("-inf"))
         # Stable descending sort: equal scores keep ascending pool position (the tie rule).

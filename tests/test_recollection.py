@@ -249,3 +249,17 @@ def test_output_invariants(seed, k, beam, fanout, rounds, n, duplicates, floor, 
     if floor is not None:  # round 0 emits only items that pass the floor against q0
         first = result.positions[: result.trace["items_per_round"][0]] if result.trace["items_per_round"] else []
         assert all(float(pool[p] @ query) >= floor for p in first)
+
+
+def test_top_n_scores_duplicate_rows_identically() -> None:
+    """A matrix-vector product can score identical rows a few ulps apart; duplicates must tie exactly."""
+    from memrepro.retrievers.rfmem.recollection import _top_n
+
+    rng = np.random.default_rng(3)
+    for _ in range(20):
+        pool = rng.standard_normal((110, 768)).astype(np.float32)
+        pool /= np.linalg.norm(pool, axis=1, keepdims=True)
+        pool[[17, 50, 77, 109]] = pool[0]
+        order, scores = _top_n(rng.standard_normal(768).astype(np.float32), pool, 110)
+        where = [list(order).index(p) for p in (0, 17, 50, 77, 109)]
+        assert where == sorted(where) and len({float(scores[w]) for w in where}) == 1

@@ -13,7 +13,6 @@ import pytest
 
 from memrepro.results import read_queries
 from memrepro.retrievers.base import RetrievalInput
-from memrepro.retrievers.rfmem.params import RecollectionParams
 from memrepro.retrievers.rfmem.recollection import recollect_faithful
 from memrepro.retrievers.rfmem.retriever import RecollectionRetriever, RFMemRetriever
 from memrepro.search import build_index, search

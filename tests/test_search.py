@@ -82,3 +82,22 @@ def test_dense_retriever_modes() -> None:
         DenseRetriever("topk")
     with pytest.raises(ValueError, match="mode"):
         DenseRetriever("sparse")
+
+
+def test_duplicate_vectors_tie_exactly_and_keep_pool_order() -> None:
+    """A single-query (matrix-vector) product can score identical rows a few ulps apart; measured here: without
+    the canonical-copy step some of these queries give the copies different scores."""
+    rng = np.random.default_rng(3)
+    copies = (0, 17, 50, 77, 109)
+    for trial in range(20):
+        block = rng.standard_normal((110, 768)).astype(np.float32)
+        block /= np.linalg.norm(block, axis=1, keepdims=True)
+        block[list(copies)] = block[0]  # five copies of one memory, in different SIMD lanes
+        episodes = {"e": Episode("e", tuple(Memory(f"m{i}", "t", i) for i in range(110)))}
+        index = build_index(episodes, {"e": block}, dim=768)
+        query = rng.standard_normal((1, 768)).astype(np.float32)
+        hit = search(index, query, ["e"])[0]
+        order = hit.positions.tolist()
+        where = [order.index(p) for p in copies]
+        assert where == sorted(where) and where[-1] - where[0] == len(copies) - 1  # adjacent, in pool order
+        assert len({float(hit.scores[w]) for w in where}) == 1

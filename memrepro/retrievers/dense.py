@@ -15,11 +15,11 @@ from memrepro.search import DEFAULT_CHUNK_BYTES, EpisodeIndex, search
 
 
 class DenseRetriever:
-    name = "dense"
     order: Literal["score", "native"] = "score"
 
     def __init__(self, mode: Literal["full", "topk"] = "full", k: int | None = None,
-                 min_sim: float | None = None, chunk_bytes: int = DEFAULT_CHUNK_BYTES) -> None:
+                 min_sim: float | None = None, chunk_bytes: int = DEFAULT_CHUNK_BYTES, name: str = "dense") -> None:
+        self.name = name  # "familiarity" when it stands for RF-Mem's Familiarity path
         if mode not in ("full", "topk"):
             raise ValueError(f"dense retriever mode must be 'full' or 'topk', got {mode!r}")
         if mode == "topk" and (k is None or k < 1):

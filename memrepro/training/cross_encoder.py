@@ -125,7 +125,7 @@ def train(records: Sequence[TrainRecord], base_path: str, out_dir: Path, recipe:
             loss.backward()
             optimiser.step()
             schedule.step()
-            losses.append(float(loss))
+            losses.append(loss.item())
             if log_every and step % log_every == 0:
                 print(f"  epoch {epoch} step {step}/{len(batches)} loss {np.mean(losses[-log_every:]):.4f}",
                       flush=True)

@@ -19,7 +19,7 @@ from memrepro.retrievers.rfmem.params import GateParams
 
 FAMILIARITY = "familiarity"
 RECOLLECTION = "recollection"
-Path = Literal["familiarity", "recollection"]
+GatePath = Literal["familiarity", "recollection"]
 
 # What faiss.IndexFlatIP returns for the slots of a top-k search beyond the pool size (score; the id is -1).
 FAISS_PAD_SCORE = np.float32(-3.4028235e38)
@@ -37,7 +37,7 @@ RULE_ENTROPY_HIGH = "entropy_high"
 class GateDecision:
     """One query's gate outcome and the diagnostics the spec asks to record."""
 
-    path: Path
+    path: GatePath
     rule: str
     mean: float | None  # None when no probe score was kept
     entropy: float | None  # None when no score was kept, or not finite (FAISS padding with ε = 0)
@@ -96,7 +96,7 @@ def probe_stats(scores: np.ndarray, params: GateParams) -> tuple[np.float32 | No
 
 
 def decide(mean: np.floating | float | None, entropy: float | None, kept: int,
-           params: GateParams) -> tuple[Path, str]:
+           params: GateParams) -> tuple[GatePath, str]:
     """The ordered rule: K′ = 0 → R; m ≥ θ_high → F; m ≤ θ_low → R; H < τ → F; else R.
 
     The mean is compared in float32 and the entropy in float64, as in the code. A NaN entropy (padding with

@@ -39,7 +39,19 @@ class RecollectionParams:
     after_empty_round: Literal["continue", "stop"] = "continue"  # PersonaBench: stop
     dead_branch_policy: Literal["keep", "drop"] = "keep"  # empty KMeans cluster → NaN centroid
     final_rerank: Literal["none", "dense"] = "none"  # D.9 "full exploration" re-ranks by cosine to q0
-    kmeans_seed: int = 42
+    kmeans_seed: int = 42  # also the seed of spectral clustering
+    # -- Appendix D.8-D.9 alternatives (Tables 15-16). Not in the release: each construction is memrepro's own,
+    # documented in recollection.py. The defaults are the released algorithm, unchanged.
+    clustering: Literal["kmeans", "dbscan", "spectral"] = "kmeans"  # D.8.1 / D.8.2: replaces KMeans
+    dbscan_eps: float = 0.5  # scikit-learn's default radius, Euclidean on unit vectors (≈ cosine ≥ 0.875)
+    dbscan_min_samples: int = 2  # the smallest value that still leaves noise (scikit-learn's default is 5)
+    dbscan_noise: Literal["singleton", "drop"] = "singleton"  # a noise point is its own cluster / joins none
+    spectral_gamma: float = 1.0  # RBF affinity exp(-γ‖x−y‖²), scikit-learn's default
+    mixing: Literal["alpha", "gated"] = "alpha"  # D.8.3: weight σ(⟨x_b, g⟩) in place of α
+    expansion: Literal["cluster", "graph_bfs"] = "cluster"  # D.8.4: kNN graph + breadth-first search
+    graph_k: int | None = None  # out-degree of the kNN graph; None = the fanout F
+    graph_min_sim: float | None = 0.0  # keep a kNN edge only if its cosine >= this; None = keep all k
+    full_exploration: bool = False  # D.9: no early stop at K; all R rounds, then a dense re-rank to q0, cut to K
 
 
 @dataclass(frozen=True)

@@ -16,15 +16,57 @@ not state, so this follows the official code operation by operation:
   searched. The code builds a NaN query for it whose searches find nothing; we never build the NaN.
 
 The output is in insertion order, truncated to K, possibly shorter (floor, exhausted pool, R reached).
+
+Appendix D.8-D.9 alternatives (paper Tables 15-16)
+--------------------------------------------------
+The release has none of them and the paper gives one sentence of setup each (D.8.3 also the gate's formula),
+so **every construction below is memrepro's own**: the most literal reading of the paper, with everything the
+paper says stays fixed (candidate search, floor, dedup, MMR-carried scores, child scoring by cumulative sum,
+beam of B, emission order, stop rule) left exactly as above. All default to off; with the defaults the code path
+and the output are those of the released algorithm, bit for bit.
+
+* ``clustering="dbscan"`` (D.8.1): scikit-learn ``DBSCAN(eps, min_samples)`` replaces KMeans on the same float32
+  candidate vectors, Euclidean distance (scikit-learn's default; on unit vectors ‖x−y‖ = √(2−2cos), so the
+  default eps 0.5 joins points with cosine ≥ 0.875). DBSCAN chooses its own number of clusters (not capped at B;
+  the beam keeps the best B children as always). Clusters become children in DBSCAN's label order (the order in
+  which it reaches each cluster's first core point in candidate order). Noise points: ``dbscan_noise =
+  "singleton"`` (default) makes each its own child, after the clusters, in candidate order, so every candidate
+  still belongs to a child as under KMeans; ``"drop"`` gives them no child (they are never emitted by this
+  branch). ``min_samples`` defaults to 2, not scikit-learn's 5: PersonaBench's candidate sets hold 1-6 items
+  (median 1 at F = 1), so 5 would make every candidate noise and DBSCAN a no-op. DBSCAN never leaves an empty
+  cluster, so it never makes a dead branch.
+* ``clustering="spectral"`` (D.8.2): scikit-learn ``SpectralClustering(n_clusters = min(B, n), random_state =
+  kmeans_seed, gamma = spectral_gamma)`` with its other defaults (RBF affinity exp(−γ‖x−y‖²) as in Ng, Jordan and
+  Weiss 2001, normalised Laplacian, k-means label assignment) replaces KMeans; k and the label-order loop are
+  KMeans's. One cluster → every label 0; n = k (fewer candidates than B) → each candidate its own cluster (the
+  only partition of n points into n clusters; SpectralClustering cannot embed n points in n dimensions). An
+  empty cluster is a dead branch, as under KMeans.
+* ``mixing="gated"`` (D.8.3): the paper's gate g = σ(x^(r)ᵀ g_b^(r)) takes α's place in the update,
+  ``q' = norm(g·q_branch + (1−g)·g_b + q0)``, with g_b the same normalised centroid the α-mix uses and x^(r) the
+  branch's query; σ is the logistic function, no learned parameters. On unit vectors g ∈ [σ(−1), σ(1)] ≈
+  [0.27, 0.73]; a branch whose centroid agrees with its query keeps more of the query. The gates are traced.
+* ``expansion="graph_bfs"`` (D.8.4, replaces the whole module): a kNN graph over the episode's pool, each
+  memory linked to its ``graph_k`` (default F) most cosine-similar other memories (ties by pool position),
+  keeping only edges with cosine ≥ ``graph_min_sim``. Breadth-first search from the seeds = round 0's candidates
+  (dense top-B·F passing the floor, in cosine order); level r (= round r) visits, for each node of level r−1 in
+  order, its neighbours in descending edge cosine, each unvisited one once. Items are emitted in BFS order
+  with their cosine to q0 as score; the stop rule is the same (after a level once ≥ K are emitted, or after R
+  levels), and a level that finds nothing new ends the search whatever ``after_empty_round`` says (BFS is
+  exhausted). No clustering, mixing or MMR: those switches must stay default; α and λ_mmr are unused.
+* ``full_exploration=True`` (D.9): the ≥ K early stop is off, so all R rounds run (an empty round still ends
+  the search under ``after_empty_round="stop"``: nothing more is reachable); every emitted item (the beam's
+  hits, as in the default; children pruned from the beam are not "collected") is then re-ranked by cosine to
+  q0 (ties by position), as ``final_rerank="dense"`` does, and cut to K. Combines with any of the above.
 """
 
 from __future__ import annotations
 
+import math
 import warnings
 from dataclasses import dataclass, field
 
 import numpy as np
-from sklearn.cluster import KMeans
+from sklearn.cluster import DBSCAN, KMeans, SpectralClustering
 from sklearn.exceptions import ConvergenceWarning
 
 from memrepro.retrievers.rfmem.params import RecollectionParams
@@ -54,8 +96,12 @@ def l2_normalise(vector: np.ndarray) -> np.ndarray:
 
 
 def _top_n(query: np.ndarray, pool: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
-    """Exact top-``n`` by float32 inner product, ties by ascending pool position; never padding."""
-    scores = pool @ query
+    """Exact top-``n`` by float32 inner product, ties by ascending pool position; never padding.
+
+    Row-wise products (not one matrix-vector product, whose SIMD blocking can score identical rows a few ulps
+    apart) so that duplicate memories tie exactly and the tie rule, not lane order, orders them.
+    """
+    scores = np.einsum("ij,j->i", pool, query)
     order = np.argsort(-scores, kind="stable")[:n]
     return order, scores[order]
 
@@ -87,6 +133,57 @@ def _cluster_labels(vectors: np.ndarray, n_clusters: int, seed: int) -> np.ndarr
         return KMeans(n_clusters=n_clusters, random_state=seed, n_init="auto").fit_predict(vectors)
 
 
+def _spectral_labels(vectors: np.ndarray, n_clusters: int, seed: int, gamma: float) -> np.ndarray:
+    """Spectral-clustering labels (our D.8.2 construction): scikit-learn's defaults but γ and the seed.
+
+    ``n_clusters`` is ``min(B, n)``: one cluster labels everything 0, and ``n == n_clusters`` puts each point in
+    its own cluster (scikit-learn cannot embed n points in n eigenvectors). scikit-learn's warnings (square
+    input taken as data, k-means convergence on duplicates) are silenced: duplicates are handled downstream.
+    """
+    if n_clusters == 1:
+        return np.zeros(len(vectors), dtype=np.int64)
+    if len(vectors) <= n_clusters:
+        return np.arange(len(vectors), dtype=np.int64)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # ConvergenceWarning is a UserWarning
+        return SpectralClustering(n_clusters=n_clusters, gamma=gamma, random_state=seed).fit_predict(vectors)
+
+
+def _dbscan_groups(vectors: np.ndarray, params: RecollectionParams) -> tuple[list[list[int]], int]:
+    """DBSCAN clusters as member lists (our D.8.1 construction), then the noise points per ``dbscan_noise``.
+
+    Returns the groups (clusters in label order, members in candidate order; noise singletons after them under
+    "singleton") and the number of noise points.
+    """
+    labels = DBSCAN(eps=params.dbscan_eps, min_samples=params.dbscan_min_samples).fit_predict(vectors)
+    groups = [[i for i, lab in enumerate(labels) if lab == label] for label in range(int(labels.max()) + 1)]
+    noise = [i for i, lab in enumerate(labels) if lab < 0]
+    if params.dbscan_noise == "singleton":
+        groups.extend([i] for i in noise)
+    return groups, len(noise)
+
+
+def _partition(vectors: np.ndarray, params: RecollectionParams) -> tuple[list[list[int]], int]:
+    """The branch's candidates grouped into would-be children (member indices; an empty group is a dead branch).
+
+    Returns the groups and the number of DBSCAN noise points (0 for the other methods). KMeans (the default):
+    ``min(B, n)`` clusters in label order, exactly as the released code.
+    """
+    if params.clustering == "dbscan":
+        return _dbscan_groups(vectors, params)
+    n_clusters = min(params.beam, len(vectors))
+    if params.clustering == "spectral":
+        labels = _spectral_labels(vectors, n_clusters, params.kmeans_seed, params.spectral_gamma)
+    else:
+        labels = _cluster_labels(vectors, n_clusters, params.kmeans_seed)
+    return [[i for i, lab in enumerate(labels) if lab == label] for label in range(n_clusters)], 0
+
+
+def gated_weight(query: np.ndarray, centroid: np.ndarray) -> float:
+    """D.8.3's gate ``σ(⟨x, g⟩)`` for a branch query and its (normalised) centroid; in (0, 1), float64."""
+    return 1.0 / (1.0 + math.exp(-float(np.dot(query, centroid))))
+
+
 def _sequential_sum(values: list[float]) -> float:
     """Left-to-right float64 sum, as Python ≤ 3.11's ``sum`` (3.12 compensates, which can flip exact ties)."""
     total = 0.0
@@ -111,6 +208,8 @@ def recollect_faithful(q0: np.ndarray, pool: np.ndarray, params: RecollectionPar
     if not np.all(np.isfinite(q0)):
         raise ValueError("query vector has a non-finite entry")
     validate_params(params)
+    if params.expansion == "graph_bfs":
+        return _recollect_graph_bfs(q0, pool, params)
 
     floor = None if params.min_sim is None else float(params.min_sim)
     beam = [_Branch(q0, 0.0, [])]
@@ -119,6 +218,8 @@ def recollect_faithful(q0: np.ndarray, pool: np.ndarray, params: RecollectionPar
     items_per_round: list[int] = []
     candidates_per_round: list[int] = []
     dead_per_round: list[int] = []
+    noise_per_round: list[int] = []  # DBSCAN only
+    gates_per_round: list[list[float]] = []  # gated mixing only
     stop_reason = "rounds_exhausted"
 
     for round_index in range(params.rounds):
@@ -126,6 +227,8 @@ def recollect_faithful(q0: np.ndarray, pool: np.ndarray, params: RecollectionPar
         children: list[_Branch] = []
         candidates_this_round = 0
         dead_this_round = 0
+        noise_this_round = 0
+        gates_this_round: list[float] = []
         for branch in beam:
             if branch.query is None or len(pool) == 0:
                 continue  # dead branch: its NaN query would find nothing anyway
@@ -138,22 +241,28 @@ def recollect_faithful(q0: np.ndarray, pool: np.ndarray, params: RecollectionPar
             ids = [c for c, _ in candidates]
             vectors = pool[ids]
             carried = _mmr_scores([s for _, s in candidates], vectors, params.mmr_lambda)
-            n_clusters = min(params.beam, len(candidates))
-            labels = _cluster_labels(vectors, n_clusters, params.kmeans_seed)
-            for label in range(n_clusters):
-                members = [i for i, lab in enumerate(labels) if lab == label]
+            groups, noise = _partition(vectors, params)
+            noise_this_round += noise
+            for members in groups:
                 if not members:
                     dead_this_round += 1
                     if params.dead_branch_policy == "keep":
                         children.append(_Branch(None, branch.score_sum + 0.0, []))
                     continue
                 centroid = l2_normalise(vectors[members].mean(axis=0))
-                child_query = l2_normalise(params.alpha * branch.query + (1.0 - params.alpha) * centroid + q0)
+                if params.mixing == "gated":
+                    weight = gated_weight(branch.query, centroid)
+                    gates_this_round.append(weight)
+                else:
+                    weight = params.alpha
+                child_query = l2_normalise(weight * branch.query + (1.0 - weight) * centroid + q0)
                 member_scores = [carried[i] for i in members]
                 children.append(_Branch(child_query, branch.score_sum + _sequential_sum(member_scores),
                                         [(ids[i], carried[i]) for i in members]))
         candidates_per_round.append(candidates_this_round)
         dead_per_round.append(dead_this_round)
+        noise_per_round.append(noise_this_round)
+        gates_per_round.append(gates_this_round)
 
         if not children:
             items_per_round.append(0)
@@ -172,19 +281,100 @@ def recollect_faithful(q0: np.ndarray, pool: np.ndarray, params: RecollectionPar
                     out.append((position, score))
                     emitted += 1
         items_per_round.append(emitted)
-        if len(out) >= params.k:
+        if len(out) >= params.k and not params.full_exploration:
             stop_reason = "k_reached"
             break
 
-    if params.final_rerank == "dense" and out:
+    trace = {"rounds": len(items_per_round), "items_per_round": items_per_round,
+             "candidates_per_round": candidates_per_round, "dead_branches_per_round": dead_per_round,
+             "stop_reason": stop_reason}
+    if params.clustering == "dbscan":
+        trace["noise_per_round"] = noise_per_round
+    if params.mixing == "gated":
+        trace["gates_per_round"] = gates_per_round
+    return _finish(out, q0, pool, params, trace)
+
+
+def _finish(out: list[tuple[int, float]], q0: np.ndarray, pool: np.ndarray, params: RecollectionParams,
+            trace: dict) -> RecollectionResult:
+    """Optional dense re-rank (``final_rerank="dense"`` or full exploration), then truncation to K."""
+    if params.full_exploration:
+        trace["collected"] = len(out)
+    if (params.final_rerank == "dense" or params.full_exploration) and out:
         cosines = pool[[p for p, _ in out]] @ q0
         order = np.lexsort((np.array([p for p, _ in out]), -cosines.astype(np.float64)))
         out = [(out[i][0], float(cosines[i])) for i in order]
     out = out[: params.k]
-    trace = {"rounds": len(items_per_round), "items_per_round": items_per_round,
-             "candidates_per_round": candidates_per_round, "dead_branches_per_round": dead_per_round,
-             "stop_reason": stop_reason}
     return RecollectionResult([p for p, _ in out], [s for _, s in out], trace)
+
+
+def knn_neighbours(node: int, pool: np.ndarray, degree: int, edge_floor: float | None) -> list[tuple[int, float]]:
+    """``node``'s out-edges in the kNN graph: its ``degree`` most cosine-similar *other* pool rows (float32
+    inner products, ties by position), then only those with cosine >= ``edge_floor``; in descending order."""
+    scores = pool @ pool[node]
+    order = np.argsort(-scores, kind="stable")
+    order = order[order != node][:degree]
+    return [(int(p), float(scores[p])) for p in order if edge_floor is None or float(scores[p]) >= edge_floor]
+
+
+def _recollect_graph_bfs(q0: np.ndarray, pool: np.ndarray, params: RecollectionParams) -> RecollectionResult:
+    """D.8.4's graph-based recollection, our construction (see the module docstring): BFS over a kNN graph from
+    round 0's seeds, one BFS level per round, items emitted in BFS order with their cosine to ``q0``.
+
+    The graph is built lazily (only visited nodes' edges are computed); the result is that of the full graph.
+    """
+    floor = None if params.min_sim is None else float(params.min_sim)
+    degree = params.fanout if params.graph_k is None else params.graph_k
+    edge_floor = None if params.graph_min_sim is None else float(params.graph_min_sim)
+    query_cosines = pool @ q0
+    visited: set[int] = set()
+    out: list[tuple[int, float]] = []
+    items_per_round: list[int] = []
+    candidates_per_round: list[int] = []
+    frontier: list[int] = []
+    stop_reason = "rounds_exhausted"
+
+    for level in range(params.rounds):
+        fresh: list[int] = []
+        if level == 0:
+            positions, scores = _top_n(q0, pool, params.beam * params.fanout) if len(pool) else ([], [])
+            fresh = [int(p) for p, s in zip(positions, scores) if floor is None or float(s) >= floor]
+            candidates_per_round.append(len(fresh))
+        else:
+            examined = 0
+            for node in frontier:
+                neighbours = knn_neighbours(node, pool, degree, edge_floor)
+                examined += len(neighbours)
+                for position, _ in neighbours:
+                    if position not in visited:
+                        visited.add(position)
+                        fresh.append(position)
+            candidates_per_round.append(examined)
+        if not fresh:
+            items_per_round.append(0)
+            stop_reason = "empty_round"  # BFS exhausted: no later level can find anything either
+            break
+        visited.update(fresh)  # the seeds (later levels are marked on discovery)
+        out.extend((p, float(query_cosines[p])) for p in fresh)
+        items_per_round.append(len(fresh))
+        frontier = fresh
+        if len(out) >= params.k and not params.full_exploration:
+            stop_reason = "k_reached"
+            break
+
+    trace = {"rounds": len(items_per_round), "items_per_round": items_per_round,
+             "candidates_per_round": candidates_per_round, "dead_branches_per_round": [0] * len(items_per_round),
+             "stop_reason": stop_reason}
+    return _finish(out, q0, pool, params, trace)
+
+
+VARIANT_DEFAULTS = {"clustering": "kmeans", "mixing": "alpha", "expansion": "cluster", "full_exploration": False}
+
+
+def nondefault_variants(params: RecollectionParams) -> list[str]:
+    """The D.8-D.9 switches set away from the released algorithm (empty for the default), as ``name=value``."""
+    return [f"{name}={getattr(params, name)!r}" for name, default in VARIANT_DEFAULTS.items()
+            if getattr(params, name) != default]
 
 
 def validate_params(params: RecollectionParams) -> None:
@@ -201,3 +391,26 @@ def validate_params(params: RecollectionParams) -> None:
         raise ValueError(f"dead_branch_policy must be 'keep' or 'drop', got {params.dead_branch_policy!r}")
     if params.final_rerank not in ("none", "dense"):
         raise ValueError(f"final_rerank must be 'none' or 'dense', got {params.final_rerank!r}")
+    if params.clustering not in ("kmeans", "dbscan", "spectral"):
+        raise ValueError(f"clustering must be 'kmeans', 'dbscan' or 'spectral', got {params.clustering!r}")
+    if params.mixing not in ("alpha", "gated"):
+        raise ValueError(f"mixing must be 'alpha' or 'gated', got {params.mixing!r}")
+    if params.expansion not in ("cluster", "graph_bfs"):
+        raise ValueError(f"expansion must be 'cluster' or 'graph_bfs', got {params.expansion!r}")
+    if not isinstance(params.full_exploration, bool):
+        raise ValueError(f"full_exploration must be a bool, got {params.full_exploration!r}")
+    if params.clustering == "dbscan":
+        if not params.dbscan_eps > 0:
+            raise ValueError(f"dbscan_eps must be > 0, got {params.dbscan_eps}")
+        if params.dbscan_min_samples < 1:
+            raise ValueError(f"dbscan_min_samples must be >= 1, got {params.dbscan_min_samples}")
+        if params.dbscan_noise not in ("singleton", "drop"):
+            raise ValueError(f"dbscan_noise must be 'singleton' or 'drop', got {params.dbscan_noise!r}")
+    if params.clustering == "spectral" and not params.spectral_gamma > 0:
+        raise ValueError(f"spectral_gamma must be > 0, got {params.spectral_gamma}")
+    if params.expansion == "graph_bfs":
+        if params.graph_k is not None and params.graph_k < 1:
+            raise ValueError(f"graph_k must be >= 1 or None, got {params.graph_k}")
+        if params.clustering != "kmeans" or params.mixing != "alpha":
+            raise ValueError("expansion='graph_bfs' replaces clustering and mixing: leave clustering='kmeans' and "
+                             f"mixing='alpha', got clustering={params.clustering!r}, mixing={params.mixing!r}")

@@ -9,6 +9,8 @@ on the command line (``retriever=rfmem_personabench retriever.alpha=0.3``).
 
 ``engine="faithful"`` runs the per-query reference implementation (``recollection.recollect_faithful``);
 ``engine="batched"`` runs ``memrepro.retrievers.rfmem.batched.recollect_batched`` over many queries at once.
+The paper's Appendix D.8-D.9 alternatives (``clustering``, ``mixing``, ``expansion``, ``full_exploration``; see
+``recollection.py``) exist in the faithful engine only: the batched engine refuses them at construction.
 
 Latency: the trace holds ``gate_ms`` (probe + rule) and ``path_ms`` (the chosen path only, RF-Mem's own timer)
 per query; ``latency_ms`` is ``path_ms`` under ``latency_scope="path_only"`` (what the paper's tables report)
@@ -27,7 +29,8 @@ import torch
 from memrepro.retrievers.base import RetrievalInput, Retrieved
 from memrepro.retrievers.rfmem.gate import FAMILIARITY, GateDecision, gate_from_top_scores, top_scores_exact
 from memrepro.retrievers.rfmem.params import FamiliarityParams, GateParams, RecollectionParams
-from memrepro.retrievers.rfmem.recollection import RecollectionResult, recollect_faithful, validate_params
+from memrepro.retrievers.rfmem.recollection import (RecollectionResult, nondefault_variants, recollect_faithful,
+                                                     validate_params)
 from memrepro.search import DEFAULT_CHUNK_BYTES, EpisodeIndex, Hits, search
 
 ENGINES = ("faithful", "batched")
@@ -106,8 +109,13 @@ class RecollectionRetriever:
     def __init__(self, engine: str = "faithful", k: int = 10, beam: int = 3, fanout: int = 2, alpha: float = 0.8,
                  rounds: int = 10, mmr_lambda: float = 0.95, min_sim: float | None = 0.0,
                  after_empty_round: str = "continue", dead_branch_policy: str = "keep", final_rerank: str = "none",
-                 kmeans_seed: int = 42, latency_scope: str = "path_only",
-                 chunk_bytes: int = DEFAULT_CHUNK_BYTES) -> None:
+                 kmeans_seed: int = 42,
+                 # Appendix D.8-D.9 alternatives (our constructions; faithful engine only)
+                 clustering: str = "kmeans", dbscan_eps: float = 0.5, dbscan_min_samples: int = 2,
+                 dbscan_noise: str = "singleton", spectral_gamma: float = 1.0, mixing: str = "alpha",
+                 expansion: str = "cluster", graph_k: int | None = None, graph_min_sim: float | None = 0.0,
+                 full_exploration: bool = False,
+                 latency_scope: str = "path_only", chunk_bytes: int = DEFAULT_CHUNK_BYTES) -> None:
         _check_choice("engine", engine, ENGINES)
         _check_choice("latency_scope", latency_scope, LATENCY_SCOPES)
         self.engine = engine
@@ -116,8 +124,11 @@ class RecollectionRetriever:
         self.recollection = RecollectionParams(
             k=k, beam=beam, fanout=fanout, alpha=alpha, rounds=rounds, mmr_lambda=mmr_lambda, min_sim=min_sim,
             after_empty_round=after_empty_round, dead_branch_policy=dead_branch_policy, final_rerank=final_rerank,
-            kmeans_seed=kmeans_seed)
-        _validate_recollection(self.recollection)
+            kmeans_seed=kmeans_seed, clustering=clustering, dbscan_eps=dbscan_eps,
+            dbscan_min_samples=dbscan_min_samples, dbscan_noise=dbscan_noise, spectral_gamma=spectral_gamma,
+            mixing=mixing, expansion=expansion, graph_k=graph_k, graph_min_sim=graph_min_sim,
+            full_exploration=full_exploration)  # type: ignore[arg-type]
+        _validate_recollection(self.recollection, engine)
         self._batched = load_batched_engine() if engine == "batched" else None
 
     def retrieve(self, queries: Sequence[RetrievalInput], query_vectors: np.ndarray,
@@ -159,6 +170,11 @@ class RFMemRetriever:
                  k: int = 10, beam: int = 3, fanout: int = 2, alpha: float = 0.8, rounds: int = 10,
                  mmr_lambda: float = 0.95, min_sim: float | None = 0.0, after_empty_round: str = "continue",
                  dead_branch_policy: str = "keep", final_rerank: str = "none", kmeans_seed: int = 42,
+                 # Appendix D.8-D.9 alternatives of the Recollection path (our constructions; faithful engine only)
+                 clustering: str = "kmeans", dbscan_eps: float = 0.5, dbscan_min_samples: int = 2,
+                 dbscan_noise: str = "singleton", spectral_gamma: float = 1.0, mixing: str = "alpha",
+                 expansion: str = "cluster", graph_k: int | None = None, graph_min_sim: float | None = 0.0,
+                 full_exploration: bool = False,
                  # familiarity (§1)
                  familiarity_k: int | None = None, familiarity_min_sim: float | None = 0.0,
                  latency_scope: str = "path_only", chunk_bytes: int = DEFAULT_CHUNK_BYTES) -> None:
@@ -174,8 +190,11 @@ class RFMemRetriever:
         self.recollection = RecollectionParams(
             k=k, beam=beam, fanout=fanout, alpha=alpha, rounds=rounds, mmr_lambda=mmr_lambda, min_sim=min_sim,
             after_empty_round=after_empty_round, dead_branch_policy=dead_branch_policy, final_rerank=final_rerank,
-            kmeans_seed=kmeans_seed)  # type: ignore[arg-type]
-        _validate_recollection(self.recollection)
+            kmeans_seed=kmeans_seed, clustering=clustering, dbscan_eps=dbscan_eps,
+            dbscan_min_samples=dbscan_min_samples, dbscan_noise=dbscan_noise, spectral_gamma=spectral_gamma,
+            mixing=mixing, expansion=expansion, graph_k=graph_k, graph_min_sim=graph_min_sim,
+            full_exploration=full_exploration)  # type: ignore[arg-type]
+        _validate_recollection(self.recollection, engine)
         self.familiarity = FamiliarityParams(k=k if familiarity_k is None else familiarity_k,
                                              min_sim=familiarity_min_sim)
         if self.familiarity.k < 1:
@@ -273,6 +292,11 @@ def _recollection_trace(result: RecollectionResult, path_ms: float) -> dict[str,
             "stop_reason": result.trace.get("stop_reason"), "path_ms": path_ms, "latency_ms": path_ms}
 
 
-def _validate_recollection(params: RecollectionParams) -> None:
+def _validate_recollection(params: RecollectionParams, engine: str) -> None:
     """Fail at construction (config time) rather than on the first query."""
     validate_params(params)
+    variants = nondefault_variants(params)
+    if engine == "batched" and variants:
+        raise ValueError(f"the Appendix D.8-D.9 recollection variants ({', '.join(variants)}) exist in the "
+                         "faithful engine only; use engine='faithful' or the default clustering='kmeans', "
+                         "mixing='alpha', expansion='cluster', full_exploration=False")
