@@ -18,6 +18,7 @@ from memrepro.search import EpisodeIndex
 class FullPoolRetriever:
     name = "fullpool"
     order: Literal["score", "native"] = "native"
+    timed_region = "first stage + cross-encoder rerank of the pool (query vector given)"
 
     def __init__(self, first_stage: Retriever, cross_encoder: CrossEncoderScorer, pool: int = 500) -> None:
         self.first_stage, self.scorer, self.pool = first_stage, cross_encoder, pool
