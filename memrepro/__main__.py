@@ -21,6 +21,8 @@ class Command:
 COMMANDS: dict[str, Command] = {
     "run": Command("retrieve and evaluate one configuration (Hydra; -m for sweeps)", "memrepro.cli.run:main"),
     "data": Command("check (--stats) / download benchmark files", "memrepro.cli.data:main"),
+    "tables": Command("render paper tables from results/ (ConvMemory LoCoMo tables so far)",
+                      "memrepro.cli.tables:main"),
     "train": Command("fine-tune a cross-encoder per split seed on its dev conversations (Hydra)",
                      "memrepro.cli.train:main"),
 }

@@ -148,6 +148,17 @@ def test_train_smoke_then_cascade_end_to_end(tmp_path: Path, fixtures_dir: Path)
         assert cascade_row["metrics"]["hit@10"] == dense_row["metrics"]["hit@10"]
         assert cascade_row["trace"]["protected"] == min(10, len(dense_row["top"]))
 
+    # the tables command reads these runs back (results only, nothing rerun) and labels what is not comparable
+    from memrepro.cli.tables import main as tables_main
+
+    assert tables_main(["--results", str(tmp_path / "results"), "--resamples", "200"]) == 0
+    table = (tmp_path / "results" / "tables" / "convmemory_locomo.md").read_text()
+    assert "raw dense" in table and "v2 cascade over raw dense (seeds 7 only)" in table
+    assert "not comparable: file locomo/locomo10_two_conversations.json, encoder fake-bow-64d" in table
+    assert "0.3254" in table  # the paper's raw dense MRR beside ours
+    ablation = (tmp_path / "results" / "tables" / "convmemory_ablation.csv").read_text()
+    assert ablation.count("not run") == 4  # only the full-text arm was run
+
 
 def test_cascade_refuses_forbidden_fields_before_scoring() -> None:
     """A first stage that leaks a gold field into a candidate is refused before the scorer is called."""

@@ -46,7 +46,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-from dataclasses import dataclass, field
 from typing import Iterator
 
 import numpy as np
@@ -54,27 +53,8 @@ import torch
 
 from memrepro.retrievers.rfmem.params import RecollectionParams
 
-try:  # one result type for both engines, so callers never care which engine ran
-    from memrepro.retrievers.rfmem.recollection import RecollectionResult, validate_params
-except ImportError:  # pragma: no cover - only while the faithful engine is absent
-    @dataclass(frozen=True)
-    class RecollectionResult:  # type: ignore[no-redef]
-        """One query's Recollection output: pool positions and carried scores in insertion order, plus a trace."""
-
-        positions: list[int]
-        scores: list[float]
-        trace: dict = field(default_factory=dict)
-
-    def validate_params(params: RecollectionParams) -> None:  # type: ignore[no-redef]
-        """Reject settings the algorithm has no meaning for."""
-        if params.k < 1 or params.beam < 1 or params.fanout < 1 or params.rounds < 1:
-            raise ValueError(f"recollection k, beam, fanout and rounds must be >= 1, got {params}")
-        if params.after_empty_round not in ("continue", "stop"):
-            raise ValueError(f"after_empty_round must be 'continue' or 'stop', got {params.after_empty_round!r}")
-        if params.dead_branch_policy not in ("keep", "drop"):
-            raise ValueError(f"dead_branch_policy must be 'keep' or 'drop', got {params.dead_branch_policy!r}")
-        if params.final_rerank not in ("none", "dense"):
-            raise ValueError(f"final_rerank must be 'none' or 'dense', got {params.final_rerank!r}")
+# one result type and one parameter check for both engines, so callers never care which engine ran
+from memrepro.retrievers.rfmem.recollection import RecollectionResult, validate_params
 
 NORM_EPS = 1e-12
 KMEANS_MAX_ITER = 300  # scikit-learn defaults, as the code calls KMeans

@@ -1,0 +1,1 @@
+"""Paper tables rebuilt from ``results/`` only (never reruns anything), with the published numbers beside ours."""
