@@ -79,6 +79,7 @@ def test_table2_mpnet_rows(tmp_path: Path, real_data_dir: Path, mpnet_installed:
         if method == "rf_mem":  # spec §11's count from the official code (paper Table 17 says 15 / 248)
             routes = Counter(row["trace"]["path"] for row in rows)
             assert (routes["familiarity"], routes["recollection"]) == (148, 115)
+            assert {p: v["n"] for p, v in metrics["routing"].items()} == {"familiarity": 148, "recollection": 115}
 
     metrics, _ = _run(tmp_path, real_data_dir, "rfmem_r10", "retriever=rfmem_personabench_table2_r10")
     cells = _cells(metrics)

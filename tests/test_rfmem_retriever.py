@@ -207,3 +207,7 @@ def test_cli_end_to_end(dataset: str, retriever: str, extra: tuple[str, ...], tm
         assert all(math.isfinite(s) for _, s in row["top"])
     if metrics["counts"]["n_scored"]:
         assert set(metrics["summary"]["pooled"]) == set(metrics["metric_names"])
+    # routing counts (RF-Mem Table 17) and per-path mean path time are summarised from the traces
+    routing = metrics["routing"]
+    assert sum(v["n"] for v in routing.values()) == len(rows)
+    assert all(v["mean_path_ms"] >= 0 for v in routing.values())
