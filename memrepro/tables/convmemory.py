@@ -42,8 +42,9 @@ def _first_stage_is_raw_dense(retriever: dict[str, Any]) -> bool:
 
 
 def _pick(runs: list[Run]) -> Run | None:
-    """The run covering the most seeds (ties: the newest folder name order is stable, take the last)."""
-    return max(runs, key=lambda r: (len(set(r.seeds) & set(SEEDS)), r.folder.name), default=None)
+    """The run closest to the paper's protocol: comparable first (MPNet, original file), then the most seeds."""
+    return max(runs, key=lambda r: (not _not_comparable(r), len(set(r.seeds) & set(SEEDS)), r.folder.name),
+               default=None)
 
 
 def select(runs: list[Run]) -> dict[str, Any]:
@@ -79,7 +80,7 @@ def _cell(run: Run, metric: str) -> str:
 def main_table(selected: dict[str, Any], resamples: int = 10_000) -> pd.DataFrame:
     rows = []
     dense = selected["dense"]
-    ours = [("raw dense (all-mpnet-base-v2)", dense, "raw_dense_mpnet"),
+    ours = [("raw dense", dense, "raw_dense_mpnet"),
             ("v2 cascade over raw dense", selected["arms"].get("full_text"), None),
             ("full-pool cross-encoder (top-500)", selected["fullpool"], "mxbai_rerank_large_v1_top500")]
     for label, run, paper_key in ours:
