@@ -29,6 +29,24 @@ def real_data_dir() -> Path:
     return root
 
 
+# Fixture files are stored under names that cannot be mistaken for benchmark data (the project never commits
+# real data files); tests read them from a copy laid out exactly like a data root.
+FIXTURE_RENAMES = {
+    "locomo10.fixture.json": "locomo10.json",
+    "questions_32k.fixture.csv": "questions_32k.csv",
+    "per_question": "lme_jsons",
+    "v1_fixture": "eval_data_v1",
+}
+
+
 @pytest.fixture(scope="session")
-def fixtures_dir() -> Path:
-    return FIXTURES
+def fixtures_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The tiny exact-schema fixtures, materialised as a data root (real file and folder names)."""
+    root = tmp_path_factory.mktemp("fixture_data_root")
+    for source in sorted(FIXTURES.rglob("*")):
+        if source.is_file():
+            parts = [FIXTURE_RENAMES.get(part, part) for part in source.relative_to(FIXTURES).parts]
+            target = root.joinpath(*parts)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(source.read_bytes())
+    return root

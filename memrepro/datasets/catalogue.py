@@ -75,7 +75,7 @@ LOCAL_LAYOUT: tuple[DataFile, ...] = (
              "e6921e1ef1e2b4669f08084efbcb135cd5aabd85f21bf879642c74a40842c05b", 42_304_332,
              "cleaned S, 498 of 500 questions, per-question files"),
     *(DataFile("longmemeval", f"longmemeval/oracle_lme_jsons/{rel}", None, sha) for sha, rel in
-      _checksums("longmemeval_oracle_lme_jsons.SHA256SUMS")),
+      _checksums("longmemeval_oracle_per_question.SHA256SUMS")),
 )
 
 
