@@ -21,7 +21,9 @@ class Command:
 COMMANDS: dict[str, Command] = {
     "run": Command("retrieve and evaluate one configuration (Hydra; -m for sweeps)", "memrepro.cli.run:main"),
     "data": Command("check (--stats) / download benchmark files", "memrepro.cli.data:main"),
-    "tables": Command("render paper tables from results/ (ConvMemory LoCoMo tables so far)",
+    "experiments": Command("run the declared experiment list (conf/experiments.yaml), skipping done runs",
+                           "memrepro.cli.experiments:main"),
+    "tables": Command("render the papers' tables and figures from results/ (never runs anything)",
                       "memrepro.cli.tables:main"),
     "train": Command("fine-tune a cross-encoder per split seed on its dev conversations (Hydra)",
                      "memrepro.cli.train:main"),

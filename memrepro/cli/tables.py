@@ -1,4 +1,9 @@
-"""``python -m memrepro tables``: render the paper tables that our results allow into ``results/tables/``."""
+"""``python -m memrepro tables``: render both papers' tables (and figures) from ``results/`` into ``results/tables/``.
+
+Reads completed runs only; never runs anything (``python -m memrepro experiments`` / ``make tables`` does that
+first). Every table is written as Markdown, LaTeX and CSV; ``reproduction_matrix.*`` lists every cell with the
+paper's number, |Δ| and a verdict (or the reason there is none), with a summary line per table.
+"""
 
 from __future__ import annotations
 
@@ -7,19 +12,65 @@ import os
 import sys
 from pathlib import Path
 
-from memrepro.tables.convmemory import ablation_table, main_table, select
+import pandas as pd
+
+from memrepro.tables import rfmem
+from memrepro.tables.engines import agreement_table
+from memrepro.tables.convmemory import ablation_table, main_table, reproduction_cells, select
+from memrepro.tables.render import write_table
+from memrepro.tables.reproduction import Cell, summary_line
 from memrepro.tables.runs import complete_runs
 
+SOURCE = "Paper numbers: memrepro/reference/reference_numbers.yaml (RF-Mem arXiv 2603.09250; ConvMemory docs/report)."
 
-def _write(frame, out_dir: Path, name: str, title: str) -> None:
-    out_dir.mkdir(parents=True, exist_ok=True)
-    for suffix, text in ((".md", f"# {title}\n\n" + frame.to_markdown(index=False) + "\n"),
-                         (".csv", frame.to_csv(index=False))):
-        target = out_dir / f"{name}{suffix}"
-        tmp = target.with_suffix(suffix + ".tmp")
-        tmp.write_text(text)
-        os.replace(tmp, target)
-    print(f"# {title}\n\n{frame.to_markdown(index=False)}\n")
+
+def _say(paths: list[Path], title: str) -> None:
+    print(f"{title}: {', '.join(str(p) for p in paths)}")
+
+
+def render_rfmem(runs: list, out: Path, resamples: int) -> list[Cell]:
+    cells: list[Cell] = []
+    legend = ("Rows: ours, then the paper's. Bold: best of ours in the block. * : differs from the block's "
+              "baseline (paired bootstrap p < 0.05; tests listed below).")
+    built, notes = rfmem.table2(runs, resamples)
+    cells += built.cells
+    _say(write_table(built.frame, out, "rfmem_table2", "RF-Mem Table 2: PersonaBench recall@5 / @10 by category",
+                     bold=built.bold, notes=[legend, summary_line(built.cells), SOURCE, *notes]), "RF-Mem Table 2")
+    built, notes = rfmem.table3(runs, resamples)
+    cells += built.cells
+    _say(write_table(built.frame, out, "rfmem_table3", "RF-Mem Table 3: LongMemEval S / M recall_all@5 / 10 / 50",
+                     bold=built.bold, notes=[legend, summary_line(built.cells), SOURCE, *notes]), "RF-Mem Table 3")
+    for number, title in ((15, "RF-Mem Table 15: alternative recollection strategies (PersonaBench)"),
+                          (16, "RF-Mem Table 16: early stop vs full exploration (PersonaBench)")):
+        built, notes = rfmem.variant_table(runs, number, resamples)
+        cells += built.cells
+        _say(write_table(built.frame, out, f"rfmem_table{number}", title, bold=built.bold,
+                         notes=[legend.replace("baseline", "Recollection row"), summary_line(built.cells), SOURCE,
+                                *notes]), f"RF-Mem Table {number}")
+    built = rfmem.table17(runs)
+    cells += built.cells
+    _say(write_table(built.frame, out, "rfmem_table17", "RF-Mem Table 17: routing statistics (PersonaBench, K = 5)",
+                     bold=built.bold, notes=["Routing counted over all 263 queries (Subjective included).",
+                                             summary_line(built.cells), SOURCE]), "RF-Mem Table 17")
+    frame, gap_cells = rfmem.table1_gap()
+    cells += gap_cells
+    _say(write_table(frame, out, "rfmem_table1", "RF-Mem Table 1: PersonaMem (labelled gap)",
+                     notes=[summary_line(gap_cells), SOURCE]), "RF-Mem Table 1")
+    return cells
+
+
+def render_matrix(cells: list[Cell], out: Path) -> None:
+    frame = pd.DataFrame([c.as_row() for c in cells])
+    by_table: dict[str, list[Cell]] = {}
+    for cell in cells:
+        by_table.setdefault(cell.table, []).append(cell)
+    notes = [f"{table}: {summary_line(group)}" for table, group in by_table.items()]
+    notes.append("Verdicts (pyserini 2CR style) only where our model and data match the paper's: OK |Δ| ≤ 0.0001, "
+                 "OKish |Δ| ≤ 0.01, FAIL otherwise; counts must be equal. Other cells give the reason instead.")
+    _say(write_table(frame, out, "reproduction_matrix", "Reproduction matrix (every paper cell)", notes=notes),
+         "reproduction matrix")
+    for note in notes[:-1]:
+        print(f"  {note}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -29,11 +80,22 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
     runs = complete_runs(args.results)
     if not runs:
-        print(f"no complete runs under {args.results}/runs: run `python -m memrepro run ...` first", file=sys.stderr)
+        print(f"no complete runs under {args.results}/runs: run `python -m memrepro experiments` (or "
+              "`python -m memrepro run ...`) first", file=sys.stderr)
         return 1
-    selected = select(runs)
     out = Path(args.results) / "tables"
-    _write(main_table(selected, args.resamples), out, "convmemory_locomo",
-           "ConvMemory LoCoMo (5 conversation-level seeds; mean ± std of seed means)")
-    _write(ablation_table(selected, args.resamples), out, "convmemory_ablation", "ConvMemory v2 ablation (FULL MRR)")
+    selected = select(runs)
+    cells: list[Cell] = []
+    for frame, name, title in ((main_table(selected, args.resamples), "convmemory_locomo",
+                                "ConvMemory LoCoMo (5 conversation-level seeds; mean ± std of seed means)"),
+                               (ablation_table(selected, args.resamples), "convmemory_ablation",
+                                "ConvMemory v2 ablation (FULL MRR)")):
+        _say(write_table(frame, out, name, title, notes=[SOURCE]), title)
+    cells += reproduction_cells(selected)
+    cells += render_rfmem(runs, out, args.resamples)
+    frame, summary = agreement_table(runs)
+    if not frame.empty:
+        _say(write_table(frame, out, "engine_agreement", "Recollection engines: faithful vs batched (same settings)",
+                         notes=summary), "engine agreement")
+    render_matrix(cells, out)
     return 0

@@ -23,3 +23,15 @@ def reference_value(path: str) -> Any:
             raise KeyError(f"no reference number at {path!r} (missing {part!r})")
         node = node[part]
     return node
+
+
+def reference_at(*keys: str) -> Any:
+    """Like :func:`reference_value` with the path given as keys, for names that contain dots
+    (``reference_at("rfmem", "table_2", "models", "BAAI/bge-base-en-v1.5")``)."""
+    node: Any = reference_numbers()
+    for i, key in enumerate(keys):
+        if not isinstance(node, dict) or key not in node:
+            raise KeyError(f"no reference number at {'/'.join(keys)!r} (missing {key!r} after "
+                           f"{'/'.join(keys[:i]) or 'the root'!r})")
+        node = node[key]
+    return node

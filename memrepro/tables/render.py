@@ -1,0 +1,49 @@
+"""Write one table as Markdown, LaTeX (booktabs, best in bold) and CSV, atomically, into ``results/tables/``.
+
+The table arrives as a frame of display strings plus a same-shaped boolean frame marking the cells to set in bold
+(the best of our rows per column and block). Markdown bolds with ``**``; LaTeX goes through pandas'
+``Styler.to_latex(hrules=True)`` (``\\toprule``/``\\midrule``/``\\bottomrule``, escaping by pandas, bold with
+``\\textbf``); the CSV holds the same strings without emphasis, for spreadsheets and diffs.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Sequence
+
+import pandas as pd
+
+
+def _atomic_write(target: Path, text: str) -> None:
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_name(f".{target.name}.tmp-{os.getpid()}")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, target)
+
+
+def markdown(frame: pd.DataFrame, bold: pd.DataFrame | None = None) -> str:
+    shown = frame.copy()
+    if bold is not None:
+        shown = shown.mask(bold.reindex_like(frame).fillna(False).astype(bool), "**" + frame.astype(str) + "**")
+    return shown.to_markdown(index=False, disable_numparse=True)  # keep the printed decimals
+
+
+def latex(frame: pd.DataFrame, bold: pd.DataFrame | None = None, caption: str | None = None) -> str:
+    styler = frame.style.hide(axis="index")
+    if bold is not None:
+        flags = bold.reindex_like(frame).fillna(False).astype(bool)
+        styler = styler.apply(lambda _: flags.map(lambda on: "textbf:--rwrap;" if on else ""), axis=None)
+    styler = styler.format(escape="latex").format_index(escape="latex", axis=1)
+    return styler.to_latex(hrules=True, caption=caption, position_float="centering", column_format="l" * frame.shape[1])
+
+
+def write_table(frame: pd.DataFrame, out_dir: Path, name: str, title: str, *, bold: pd.DataFrame | None = None,
+                notes: Sequence[str] = ()) -> list[Path]:
+    """``<name>.md`` (title, table, notes), ``<name>.tex`` and ``<name>.csv``; returns the paths written."""
+    notes_md = "".join(f"\n- {note}" for note in notes)
+    paths = [out_dir / f"{name}.md", out_dir / f"{name}.tex", out_dir / f"{name}.csv"]
+    _atomic_write(paths[0], f"# {title}\n\n{markdown(frame, bold)}\n" + (f"\n{notes_md.lstrip()}\n" if notes else ""))
+    _atomic_write(paths[1], latex(frame, bold, caption=title))
+    _atomic_write(paths[2], frame.to_csv(index=False))
+    return paths

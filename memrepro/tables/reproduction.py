@@ -1,0 +1,90 @@
+"""Reproduction verdicts, pyserini-2CR style: per cell, our number, the paper's, |Δ| and a verdict or a reason.
+
+A cell gets a verdict only when our setting matches the paper's (same model, same data, same protocol):
+
+* ``OK``     |Δ| ≤ 0.0001 — equal at the paper's four printed decimals, allowing one unit of rounding;
+* ``OKish``  |Δ| ≤ 0.01   — within one point (percentage point for recalls), e.g. the closest known setting;
+* ``FAIL``   otherwise.
+
+Counts (routing) are compared exactly (``OK`` only when equal). Where the settings differ (a substitute encoder,
+a cleaned data file, a different machine for times, data or weights we do not have), the cell carries the reason
+instead of a verdict ("not comparable: …" or "missing: …"); a cell is never left blank without one.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Iterable
+
+TOLERANCE_OK = 1e-4
+TOLERANCE_OKISH = 1e-2
+VERDICTS = ("OK", "OKish", "FAIL")
+_FLOAT_SLACK = 1e-9  # 0.4242 - 0.42415 style float noise must not flip a verdict
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One reproduction cell. ``reason`` is empty when our setting matches the paper's."""
+
+    table: str
+    row: str
+    column: str
+    ours: float | None
+    paper: float | None
+    reason: str = ""
+    exact: bool = False  # counts: equal or FAIL
+
+    @property
+    def delta(self) -> float | None:
+        if self.ours is None or self.paper is None:
+            return None
+        return self.ours - self.paper
+
+    @property
+    def verdict(self) -> str:
+        """``OK`` / ``OKish`` / ``FAIL``, or the reason this cell has no verdict."""
+        if self.reason:
+            return self.reason
+        if self.paper is None:
+            return "no paper value"
+        if self.ours is None or (isinstance(self.ours, float) and math.isnan(self.ours)):
+            return "missing: not run"
+        gap = abs(self.ours - self.paper)
+        if self.exact:
+            return "OK" if gap == 0 else "FAIL"
+        if gap <= TOLERANCE_OK + _FLOAT_SLACK:
+            return "OK"
+        if gap <= TOLERANCE_OKISH + _FLOAT_SLACK:
+            return "OKish"
+        return "FAIL"
+
+    def as_row(self) -> dict[str, object]:
+        delta = self.delta
+        return {"table": self.table, "row": self.row, "column": self.column,
+                "ours": "" if self.ours is None else _fmt(self.ours, self.exact),
+                "paper": "" if self.paper is None else _fmt(self.paper, self.exact),
+                "|Δ|": "" if delta is None else _fmt(abs(delta), self.exact),
+                "tolerance": ("" if self.verdict not in VERDICTS else
+                              "exact" if self.exact else f"OK ≤ {TOLERANCE_OK:g}, OKish ≤ {TOLERANCE_OKISH:g}"),
+                "verdict": self.verdict}
+
+
+def _fmt(value: float, exact: bool) -> str:
+    return f"{value:.0f}" if exact else f"{value:.4f}"
+
+
+def summary_line(cells: Iterable[Cell]) -> str:
+    """``"12 cells: OK 10 · OKish 1 · FAIL 0 · not comparable 1"`` (missing counts separately)."""
+    counts = {"OK": 0, "OKish": 0, "FAIL": 0, "not comparable": 0, "missing": 0}
+    total = 0
+    for cell in cells:
+        total += 1
+        verdict = cell.verdict
+        if verdict in VERDICTS:
+            counts[verdict] += 1
+        elif verdict.startswith("missing"):
+            counts["missing"] += 1
+        else:
+            counts["not comparable"] += 1
+    return f"{total} cells: " + " · ".join(f"{name} {n}" for name, n in counts.items())

@@ -1,0 +1,106 @@
+"""The declared experiment list: validation, command lines, skip-if-done through the real CLI on fixtures."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+import yaml
+
+from memrepro.experiments import DEFAULT_LIST, ExperimentListError, load_experiments, run_experiments
+from memrepro.results import COMPLETE
+
+CONF = Path(__file__).resolve().parents[1] / "conf"
+KNOWN_OUTPUTS = {"convmemory_locomo", "convmemory_ablation", "rfmem_table1", "rfmem_table2", "rfmem_table3",
+                 "rfmem_table15", "rfmem_table16", "rfmem_table17", "engine_agreement", "figure14_alpha_tau",
+                 "figure15_beam_fanout", "figure16_alpha_depth", "figure17_k_sensitivity"}
+
+
+def _write(tmp_path: Path, doc: object) -> Path:
+    path = tmp_path / "experiments.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    return path
+
+
+def test_declared_list_parses_and_names_real_presets() -> None:
+    common, experiments = load_experiments(DEFAULT_LIST)
+    assert experiments and common == ["runtime.progress=false"]
+    for experiment in experiments:
+        assert set(experiment.feeds) <= KNOWN_OUTPUTS, experiment.name
+        assert experiment.cost, f"{experiment.name}: cost must be documented"
+        for override in experiment.overrides:
+            key, _, value = override.partition("=")
+            if key in ("retriever", "dataset", "encoder"):
+                for choice in value.split(","):
+                    assert (CONF / key / f"{choice}.yaml").is_file(), f"{experiment.name}: {key}={choice}"
+    trains = [e.name for e in experiments if e.kind == "train"]
+    assert trains and all(any(f"{{train.{t}}}" in o for e in experiments for o in e.overrides) for t in trains)
+
+
+@pytest.mark.parametrize("doc, message", [
+    ({"experiments": [{"overrides": []}]}, "experiment #0: field 'name' is missing"),
+    ({"experiments": [{"name": "a", "overrides": [], "colour": 1}]}, "experiment 'a': unknown field(s) ['colour']"),
+    ({"experiments": [{"name": "a", "overrides": []}, {"name": "a", "overrides": []}]}, "repeats an earlier entry"),
+    ({"experiments": [{"name": "a", "overrides": "x=1"}]}, "field 'overrides' must be a list"),
+    ({"experiments": [{"name": "a", "overrides": [], "kind": "bake"}]}, "field 'kind' is 'bake'"),
+    ({"runs": []}, "expected a mapping with an 'experiments' list"),
+])
+def test_malformed_lists_name_the_file_entry_and_field(tmp_path: Path, doc: object, message: str) -> None:
+    path = _write(tmp_path, doc)
+    with pytest.raises(ExperimentListError) as error:
+        load_experiments(path)
+    assert message in str(error.value) and str(path) in str(error.value)
+
+
+def test_command_lines_merge_common_split_group_sweeps_and_fill_checkpoints(tmp_path: Path) -> None:
+    common, (train, sweep, plain) = load_experiments(_write(tmp_path, {
+        "common": ["runtime.progress=false", "latency.batch1_queries=200"],
+        "experiments": [
+            {"name": "ce", "kind": "train", "overrides": ["seeds=[7]"]},
+            {"name": "grid", "sweep": True, "overrides": ["retriever=a,b", "retriever.alpha=0.1,0.2",
+                                                          "latency.batch1_queries=0"]},
+            {"name": "one", "overrides": ["retriever=cascade", "retriever.cross_encoder.template='{train.ce}'"]}]}))
+    assert train.commands(common, {})[0][1:] == ["-m", "memrepro", "train", "seeds=[7]"]
+    grid = sweep.commands(common, {})
+    # a group choice list next to a key inside that group: one sweep per choice (Hydra validates the base config)
+    assert [c[4:] for c in grid] == [
+        ["-m", "runtime.progress=false", "retriever=a", "retriever.alpha=0.1,0.2", "latency.batch1_queries=0"],
+        ["-m", "runtime.progress=false", "retriever=b", "retriever.alpha=0.1,0.2", "latency.batch1_queries=0"]]
+    assert plain.commands(common, {"ce": "models/x/seed{seed}"})[0][-1] == \
+        "retriever.cross_encoder.template='models/x/seed{seed}'"
+    with pytest.raises(ExperimentListError, match="needs the checkpoints of train step 'ce'"):
+        plain.commands(common, {})
+
+
+def test_optional_and_missing_model_entries_are_reported_not_run(tmp_path: Path) -> None:
+    common, experiments = load_experiments(_write(tmp_path, {"experiments": [
+        {"name": "big", "optional": True, "cost": "4 h", "overrides": ["x=1"]},
+        {"name": "online", "needs_model": "some/model", "overrides": ["x=1"]}]}))
+    said: list[str] = []
+    outcomes = run_experiments(experiments, common, model_available=lambda name: False, echo=said.append)
+    assert [(o.name, o.status) for o in outcomes] == [("big", "skipped-optional"),
+                                                      ("online", "skipped-missing-model")]
+    assert any("--include-optional" in line for line in said) and any("some/model" in line for line in said)
+
+
+def test_runs_through_the_cli_then_skips_what_is_complete(tmp_path: Path, fixtures_dir: Path) -> None:
+    common, experiments = load_experiments(_write(tmp_path, {
+        "common": ["runtime.progress=false", "encoder=fake", "latency.batch1_queries=0"],
+        "experiments": [
+            {"name": "grid", "sweep": True, "overrides": [
+                "dataset=locomo", "dataset.file=locomo/locomo10_two_conversations.json", "retriever=familiarity",
+                "retriever.k=1,3"]},
+            {"name": "broken", "overrides": ["dataset=locomo", "retriever=no_such_preset"]}]}))
+    env = {**os.environ, "MEMREPRO_DATA_DIR": str(fixtures_dir), "MEMREPRO_RESULTS_DIR": str(tmp_path / "results"),
+           "MEMREPRO_CACHE_DIR": str(tmp_path / "cache"), "MEMREPRO_LOG_DIR": str(tmp_path / "logs"),
+           "TQDM_DISABLE": "1", "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    first = run_experiments(experiments, common, env=env, echo=lambda line: None)
+    assert (first[0].status, first[0].detail) == ("ran", "2 computed, 0 already complete")
+    assert first[1].status == "failed" and "exit code" in first[1].detail  # the next entry still ran; reported
+    markers = sorted((tmp_path / "results").rglob(COMPLETE))
+    assert len(markers) == 2
+    stamps = [m.stat().st_mtime_ns for m in markers]
+    second = run_experiments(experiments[:1], common, env=env, echo=lambda line: None)
+    assert second[0].detail == "0 computed, 2 already complete"
+    assert [m.stat().st_mtime_ns for m in sorted((tmp_path / "results").rglob(COMPLETE))] == stamps

@@ -1,0 +1,212 @@
+"""Paper tables from small result fixtures: verdicts, layout, rounding, bold-best, significance marks, gaps."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pytest
+import yaml
+
+from memrepro.cli import tables as tables_cli
+from memrepro.reference import reference_at
+from memrepro.tables import rfmem
+from memrepro.tables.render import write_table
+from memrepro.tables.reproduction import Cell, summary_line
+from memrepro.tables.runs import complete_runs
+
+CATS = {"Basic_information_easy": ("Basic Info", 110), "Social_easy": ("Social Info", 53),
+        "Preference_easy": ("Pref Easy", 26), "Preference_hard": ("Pref Hard", 41)}
+
+
+# ---------------------------------------------------------------------------------------------------- verdicts
+
+
+@pytest.mark.parametrize("ours, paper, expected", [
+    (0.4242, 0.4242, "OK"), (0.42425, 0.4242, "OK"), (0.4243, 0.4242, "OK"), (0.4244, 0.4242, "OKish"),
+    (0.5549, 0.5553, "OKish"), (0.4342, 0.4242, "OKish"), (0.4343, 0.4242, "FAIL"), (0.30, 0.4242, "FAIL")])
+def test_verdict_thresholds(ours: float, paper: float, expected: str) -> None:
+    assert Cell("t", "r", "c", ours, paper).verdict == expected
+
+
+def test_counts_must_be_equal_and_reasons_replace_verdicts() -> None:
+    assert Cell("t", "r", "c", 248.0, 248.0, exact=True).verdict == "OK"
+    assert Cell("t", "r", "c", 247.0, 248.0, exact=True).verdict == "FAIL"
+    substitute = Cell("t", "r", "c", 0.5, 0.5, reason="not comparable: substitute encoder")
+    assert substitute.verdict == "not comparable: substitute encoder"  # equal numbers do not earn a verdict
+    assert Cell("t", "r", "c", None, 0.5).verdict == "missing: not run"
+    row = substitute.as_row()
+    assert row["ours"] == "0.5000" and row["|Δ|"] == "0.0000" and row["tolerance"] == ""
+    line = summary_line([Cell("t", "r", "a", 0.5, 0.5), Cell("t", "r", "b", 0.5, 0.6), substitute,
+                         Cell("t", "r", "d", None, 0.5)])
+    assert line == "4 cells: OK 1 · OKish 0 · FAIL 1 · not comparable 1 · missing 1"
+
+
+# ---------------------------------------------------------------------------------------------------- rendering
+
+
+def test_write_table_markdown_latex_csv(tmp_path: Path) -> None:
+    frame = pd.DataFrame({"method": ["a_b", "c"], "R@5": ["0.4000", "0.3500"], "Time (ms)": ["1.00", "2.50"]})
+    bold = pd.DataFrame({"method": [False, False], "R@5": [True, False], "Time (ms)": [True, False]})
+    paths = write_table(frame, tmp_path, "t", "Title", bold=bold, notes=["a note"])
+    md, tex, csv = (p.read_text() for p in paths)
+    assert md.startswith("# Title\n") and "**0.4000**" in md and "0.3500" in md and "- a note" in md
+    assert "0.4000 " in md.replace("**", " ")  # printed decimals kept (no number re-parsing)
+    for rule in ("\\toprule", "\\midrule", "\\bottomrule"):
+        assert rule in tex
+    assert "\\textbf{0.4000}" in tex and "\\textbf{0.3500}" not in tex and "a\\_b" in tex  # escaped underscore
+    assert "**" not in csv and "0.4000" in csv and list(pd.read_csv(tmp_path / "t.csv").columns) == list(frame.columns)
+
+
+# ---------------------------------------------------------------------------------------------------- fixtures
+
+
+def _write_run(root: Path, name: str, encoder: str, retriever: dict[str, Any], overall: dict[str, float],
+               categories: dict[str, dict[str, float]], per_query: dict[str, dict[str, float]],
+               dataset: str = "personabench", routing: dict | None = None, created: str = "2026-01-01") -> Path:
+    folder = root / "runs" / dataset / name / encoder / f"id{abs(hash((name, encoder, json.dumps(retriever, sort_keys=True)))) % 10**8}"
+    folder.mkdir(parents=True)
+    config = {"dataset": {"noise": "0.0"}, "retriever": retriever, "encoder": {"model": encoder}}
+    (folder / "config.yaml").write_text(yaml.safe_dump(config))
+    cat_doc = {key: {"name": CATS[key][0], "n": CATS[key][1], "pooled": values} for key, values in categories.items()}
+    metrics = {"dataset": dataset, "summary": {"pooled": overall, "categories": cat_doc, "split_mean": overall},
+               "latency": {"batch1": {"n": 5, "mean_ms": 1.5}, "batched_amortized_ms_per_query": 0.5},
+               "routing": routing, "provenance": {"created": created}}
+    (folder / "metrics.json").write_text(json.dumps(metrics))
+    rows = [{"split": "all", "query_id": q, "excluded": None, "metrics": m} for q, m in per_query.items()]
+    (folder / "queries.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (folder / "COMPLETE").write_text("")
+    return folder
+
+
+def _paper(method: str, k: int) -> dict[str, float]:
+    return reference_at("rfmem", "table_2", "models", "all-mpnet-base-v2", method, f"recall_at_{k}")
+
+
+def _pb_fixture(root: Path, *, recollection_shift: float = 0.0) -> None:
+    """mpnet runs that reproduce Table 2 exactly, except Recollection R@5 Basic Info (off by ``shift``)."""
+    queries = [f"q{i}" for i in range(40)]
+    for method, name in (("familiarity", "familiarity"), ("recollection", "recollection"), ("rf_mem", "rfmem")):
+        for k in (5, 10):
+            paper = _paper(method, k)
+            if method == "familiarity":
+                retriever = {"mode": "topk", "k": k, "min_sim": 0.0, "name": "familiarity"}
+            else:
+                retriever = {**rfmem.recollection_settings(f"{name}_personabench_table2_r{k}"), "engine": "faithful"}
+            metric = f"pb_recall@{k}"
+            cats = {key: {metric: paper[pk]} for pk, (key, _) in rfmem.PB_CATEGORIES.items()}
+            if method == "recollection" and k == 5:
+                cats["Basic_information_easy"][metric] += recollection_shift
+            # per-query values: RF-Mem gains on every query over Familiarity (a significant paired difference)
+            gain = {"familiarity": 0.0, "recollection": 0.0, "rf_mem": 0.5}[method]
+            per_query = {q: {metric: (0.25 if i % 2 else 0.5) + gain * (i % 3 == 0)} for i, q in enumerate(queries)}
+            routing = ({"familiarity": {"n": 148, "mean_path_ms": 2.0}, "recollection": {"n": 115, "mean_path_ms": 8.0}}
+                       if method == "rf_mem" else None)
+            _write_run(root, name, "all-mpnet-base-v2", retriever, {metric: paper["overall"]}, cats, per_query,
+                       routing=routing)
+
+
+def test_table2_layout_values_bold_verdicts_and_gaps(tmp_path: Path) -> None:
+    _pb_fixture(tmp_path, recollection_shift=0.02)
+    built, notes = rfmem.table2(complete_runs(tmp_path), resamples=500)
+    frame = built.frame
+    assert len(frame) == 3 * 3 * 2  # 3 encoder blocks x 3 methods x (ours, paper)
+    assert list(frame.columns[:3]) == ["encoder", "method", "source"]
+    assert [c for c in frame.columns if c.startswith("R@5")] == [
+        "R@5 Basic Info", "R@5 Social Info", "R@5 Pref Easy", "R@5 Pref Hard", "R@5 Overall", "R@5 Time (ms)"]
+    mpnet = frame[frame.encoder == "all-mpnet-base-v2"]
+    fam_ours = mpnet[(mpnet.method == "Familiarity") & (mpnet.source == "ours")].iloc[0]
+    fam_paper = mpnet[(mpnet.method == "Familiarity") & (mpnet.source == "paper")].iloc[0]
+    assert fam_ours["R@5 Social Info"] == "0.2730" == fam_paper["R@5 Social Info"]
+    assert fam_paper["R@5 Time (ms)"] == "7.64" and fam_ours["R@5 Time (ms)"] == "1.50"
+    rec_ours = mpnet[(mpnet.method == "Recollection") & (mpnet.source == "ours")].iloc[0]
+    assert rec_ours["R@5 Basic Info"] == "0.4533"  # 0.4333 + 0.02
+
+    # bold: the best of our rows per block and column; Basic Info R@5: recollection 0.4533 beats rf_mem 0.4515
+    bold = built.bold.loc[mpnet.index]
+    assert bool(bold.loc[rec_ours.name, "R@5 Basic Info"])
+    assert not bold.loc[fam_ours.name, "R@5 Basic Info"]
+    assert bool(bold.loc[fam_ours.name, "R@5 Time (ms)"])  # lower time is better (rf_mem: 148·2 + 115·8 / 263)
+
+    verdicts = {(c.row, c.column): c.verdict for c in built.cells}
+    assert verdicts[("all-mpnet-base-v2 / Familiarity", "R@10 Overall")] == "OK"
+    assert verdicts[("all-mpnet-base-v2 / Recollection", "R@5 Basic Info")] == "FAIL"
+    assert verdicts[("all-mpnet-base-v2 / RF-Mem", "R@5 Time (ms)")].startswith("not comparable: latency")
+    assert verdicts[("BAAI/bge-base-en-v1.5 / RF-Mem", "R@5 Overall")].startswith("missing: no offline weights")
+    assert verdicts[("all-MiniLM-L6-v2 (for multi-qa-MiniLM-L6-cos-v1) / Familiarity", "R@5 Overall")] == \
+        "missing: not run"
+    assert all(c.verdict for c in built.cells)  # never a blank cell
+
+    # significance: RF-Mem gains on a third of the queries -> marked, with its CI in the notes
+    rf_ours = mpnet[(mpnet.method == "RF-Mem") & (mpnet.source == "ours")].iloc[0]
+    assert rf_ours["R@5 Overall"].endswith("*") and not rec_ours["R@5 Overall"].endswith("*")
+    assert any("RF-Mem − Familiarity = +0.1750" in n and "95% CI" in n for n in notes)
+
+
+def test_table17_routing_counts_are_exact(tmp_path: Path) -> None:
+    _pb_fixture(tmp_path)
+    built = rfmem.table17(complete_runs(tmp_path))
+    cells = {(c.row, c.column): c for c in built.cells}
+    route = cells[("all-mpnet-base-v2 / RF-Mem", "Route→Recol.")]
+    assert (route.ours, route.paper, route.verdict) == (115.0, 248, "FAIL")
+    assert cells[("all-mpnet-base-v2 / RF-Mem", "R@5 Overall")].verdict == "OK"
+    ours = built.frame[(built.frame.encoder == "all-mpnet-base-v2") & (built.frame.source == "ours")].iloc[0]
+    assert ours["Route→Famili."] == "148" and ours["Time (ms)"] == f"{(148 * 2 + 115 * 8) / 263:.2f}"
+
+
+def test_preset_matching_refuses_other_settings(tmp_path: Path) -> None:
+    _pb_fixture(tmp_path)
+    runs = complete_runs(tmp_path)
+    found = rfmem.find_run(runs, dataset="personabench", names=("rfmem",), encoder="all-mpnet-base-v2",
+                           settings=rfmem.recollection_settings("rfmem_personabench_table2_r5"))
+    assert found is not None and found.retriever["tau"] == pytest.approx(0.30)
+    assert rfmem.find_run(runs, dataset="personabench", names=("rfmem",), encoder="all-mpnet-base-v2",
+                          settings=rfmem.recollection_settings("rfmem_personabench_table2_r5",
+                                                               clustering="dbscan")) is None
+
+
+def test_tables_command_renders_every_table_and_the_matrix(tmp_path: Path) -> None:
+    _pb_fixture(tmp_path)
+    assert tables_cli.main(["--results", str(tmp_path), "--resamples", "200"]) == 0
+    out = tmp_path / "tables"
+    for name in ("convmemory_locomo", "convmemory_ablation", "rfmem_table1", "rfmem_table2", "rfmem_table3",
+                 "rfmem_table15", "rfmem_table16", "rfmem_table17", "reproduction_matrix"):
+        for suffix in (".md", ".tex", ".csv"):
+            assert (out / f"{name}{suffix}").stat().st_size > 0, name + suffix
+    matrix = pd.read_csv(out / "reproduction_matrix.csv", dtype=str).fillna("")
+    assert (matrix.verdict != "").all()
+    table3 = matrix[matrix.table == "rfmem_table3"]
+    assert set(table3[table3.column.str.startswith("M ")].verdict) == {
+        "missing: LongMemEval-M is not in the data folder"}
+    assert "rfmem_table2: 108 cells: OK 30 · OKish 0 · FAIL 0 · not comparable 6 · missing 72" in (out / "reproduction_matrix.md").read_text()
+
+
+def test_tables_command_without_runs_says_what_to_do(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    assert tables_cli.main(["--results", str(tmp_path)]) == 1
+    assert "python -m memrepro experiments" in capsys.readouterr().err
+
+
+def test_engine_agreement_pairs_runs_that_differ_only_in_the_engine(tmp_path: Path) -> None:
+    from memrepro.tables.engines import agreement_table
+
+    base = {**rfmem.recollection_settings("recollection_personabench_table2_r5")}
+    for engine, seconds, tops in (("faithful", 8.0, [["a", "b"], ["c"]]), ("batched", 1.0, [["a", "b"], ["d"]]),
+                                  ("faithful", 5.0, [["a"], ["c"]])):
+        retriever = {**base, "engine": engine, **({"alpha": 0.5} if seconds == 5.0 else {})}
+        folder = _write_run(tmp_path, "recollection", "all-mpnet-base-v2", retriever, {"pb_recall@5": 0.4},
+                            {}, {"q0": {}, "q1": {}})
+        doc = json.loads((folder / "metrics.json").read_text())
+        doc.update(primary=["pb_recall@5"], timings={"retrieve_s": seconds})
+        doc["summary"]["pooled"]["pb_recall@5"] = 0.4 if engine == "faithful" else 0.35
+        (folder / "metrics.json").write_text(json.dumps(doc))
+        rows = [{"split": "all", "query_id": f"q{i}", "excluded": None, "metrics": {}, "top": [[m, 1.0] for m in top]}
+                for i, top in enumerate(tops)]
+        (folder / "queries.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    frame, summary = agreement_table(complete_runs(tmp_path))
+    assert len(frame) == 1  # the alpha=0.5 faithful run has no batched twin
+    row = frame.iloc[0]
+    assert (row["identical rankings"], row["Δ (batched − faithful)"], row["speed-up"]) == ("50.00%", "-0.0500", "8.0x")
+    assert summary == ["1 pairs: identical rankings mean 50.00% (min 50.00%); max |Δ| 0.0500; speed-up median 8.0x "
+                       "(min 8.0x, max 8.0x)"]
