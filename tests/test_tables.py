@@ -210,3 +210,27 @@ def test_engine_agreement_pairs_runs_that_differ_only_in_the_engine(tmp_path: Pa
     assert (row["identical rankings"], row["Δ (batched − faithful)"], row["speed-up"]) == ("50.00%", "-0.0500", "8.0x")
     assert summary == ["1 pairs: identical rankings mean 50.00% (min 50.00%); max |Δ| 0.0500; speed-up median 8.0x "
                        "(min 8.0x, max 8.0x)"]
+
+
+def test_figures_are_drawn_from_sweeps_and_gaps_are_named(tmp_path: Path) -> None:
+    from memrepro.tables.rfmem_figures import render_figures, write_index
+
+    base = rfmem.recollection_settings("rfmem_personabench_table2_r5")
+    values = {}
+    for alpha in (0.2, 0.4):
+        for tau in (0.2, 0.3):
+            values[(alpha, tau)] = round(0.3 + alpha / 10 + tau / 5, 4)
+            _write_run(tmp_path, "rfmem", "all-mpnet-base-v2", {**base, "alpha": alpha, "tau": tau, "engine": "batched"},
+                       {"pb_recall@5": values[(alpha, tau)]}, {}, {})
+    # the table preset's own point (tau 0.30 is in the grid; an off-grid tau would be dropped from the heatmap)
+    _write_run(tmp_path, "rfmem", "all-mpnet-base-v2", {**base, "alpha": 0.9, "tau": 0.19, "engine": "faithful"},
+               {"pb_recall@5": 0.4009}, {}, {})
+    lines = render_figures(complete_runs(tmp_path), tmp_path / "figures")
+    drawn = [line for line in lines if line.startswith("- **Figure 14 (R@5)**")]
+    assert drawn and "figure14_alpha_tau_k5.png" in drawn[0]
+    assert (tmp_path / "figures" / "figure14_alpha_tau_k5.pdf").stat().st_size > 0
+    for label in ("Figure 14 (R@10)", "Figure 15", "Figure 16", "Figure 17"):
+        line = next(line for line in lines if line.startswith(f"- **{label}**"))
+        assert "not drawn — " in line and "no completed run matched" in line, line
+    index = write_index(lines, tmp_path / "figures").read_text()
+    assert index.count("- **Figure") == 5

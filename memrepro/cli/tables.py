@@ -16,6 +16,7 @@ import pandas as pd
 
 from memrepro.tables import rfmem
 from memrepro.tables.engines import agreement_table
+from memrepro.tables.rfmem_figures import render_figures, write_index
 from memrepro.tables.convmemory import ablation_table, main_table, reproduction_cells, select
 from memrepro.tables.render import write_table
 from memrepro.tables.reproduction import Cell, summary_line
@@ -98,4 +99,8 @@ def main(argv: list[str] | None = None) -> int:
         _say(write_table(frame, out, "engine_agreement", "Recollection engines: faithful vs batched (same settings)",
                          notes=summary), "engine agreement")
     render_matrix(cells, out)
+    figure_lines = render_figures(runs, Path(args.results) / "figures")
+    print(f"figures: {write_index(figure_lines, Path(args.results) / 'figures')}")
+    for line in figure_lines:
+        print(f"  {line}")
     return 0

@@ -1,0 +1,109 @@
+"""RF-Mem's sensitivity figures (14–17) from our sweep runs, with an index that names every gap.
+
+Which runs feed which figure is declared here (the sweeps themselves are entries of ``conf/experiments.yaml``):
+
+* Figure 14 — α × τ heatmaps on PersonaBench, RF-Mem with the Table 2 presets (K = 5 → R@5, K = 10 → R@10);
+* Figure 15 — B × F on LongMemEval-S, Recollection (``recollection_longmemeval``); the paper's M panels are a gap;
+* Figure 16 — α on LongMemEval-S, Recollection (the paper uses M, absent here: S stands in, labelled);
+* Figure 17 — K sensitivity: the paper plots PersonaMem reader accuracy (contexts and an LLM reader absent here);
+  PersonaBench recall at K for Familiarity / Recollection / RF-Mem (``*_personabench`` presets) stands in.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Sequence
+
+import pandas as pd
+
+from memrepro.tables import figures
+from memrepro.tables.rfmem import familiarity_settings, recollection_settings
+from memrepro.tables.runs import Run
+
+IGNORE = ("engine", "chunk_bytes", "latency_scope")
+
+
+def _without(settings: dict[str, Any], *keys: str) -> dict[str, Any]:
+    return {k: v for k, v in settings.items() if k not in keys}
+
+
+def _complete_rows(frame: pd.DataFrame, column: str, across: str) -> pd.DataFrame:
+    """Drop values of ``column`` seen at a single ``across`` value (a table preset's own point outside the grid)."""
+    if frame.empty:
+        return frame
+    counts = frame.groupby(["encoder", column])[across].transform("nunique")
+    kept = frame[counts > 1]
+    kept.attrs = dict(frame.attrs)
+    return kept
+
+
+def render_figures(runs: Sequence[Run], out_dir: Path) -> list[str]:
+    """Writes each figure our runs allow; returns index lines (one per figure: file or the reason it is absent)."""
+    lines: list[str] = []
+
+    def attempt(label: str, draw: Any, gap_note: str = "") -> None:
+        try:
+            paths = draw()
+        except ValueError as exc:  # no runs, or runs of unlike settings: say so instead of drawing
+            lines.append(f"- **{label}**: not drawn — {exc}")
+            return
+        names = ", ".join(f"[{p.name}]({p.name})" for p in paths)
+        lines.append(f"- **{label}**: {names}" + (f" — {gap_note}" if gap_note else ""))
+
+    for k, metric in ((5, "pb_recall@5"), (10, "pb_recall@10")):
+        settings = _without(recollection_settings(f"rfmem_personabench_table2_r{k}"), "alpha", "tau")
+
+        def fig14(settings: dict[str, Any] = settings, metric: str = metric, k: int = k) -> list[Path]:
+            frame = figures.sweep_frame(runs, dataset="personabench", retriever="rfmem", vary=("alpha", "tau"),
+                                        metrics=(metric,), where=settings, ignore=IGNORE)
+            frame = _complete_rows(frame, "tau", "alpha")
+            return figures.figure_alpha_tau(frame, (metric,), out_dir / f"figure14_alpha_tau_k{k}",
+                                            f"RF-Mem Fig. 14: α × τ on PersonaBench, K = {k} (rfmem Table 2 preset)")
+        attempt(f"Figure 14 (R@{k})", fig14, "BGE row absent (no offline weights); MiniLM = all-MiniLM-L6-v2 "
+                                             "standing in for multi-qa-MiniLM-L6-cos-v1")
+
+    lme = recollection_settings("recollection_longmemeval")
+    attempt("Figure 15", lambda: figures.figure_beam_fanout(
+        figures.sweep_frame(runs, dataset="longmemeval_s", retriever="recollection", vary=("beam", "fanout"),
+                            metrics=("recall_all@5", "recall_all@10", "recall_all@50"),
+                            where=_without(lme, "beam", "fanout"), ignore=IGNORE),
+        ("recall_all@5", "recall_all@10", "recall_all@50"), out_dir / "figure15_beam_fanout",
+        "RF-Mem Fig. 15: beam B × fanout F, Recollection, LongMemEval-S"),
+        "LongMemEval-M panels absent (file not in the data folder); cleaned S, all-MiniLM-L6-v2 stand-in")
+    attempt("Figure 16", lambda: figures.figure_alpha_depth(
+        figures.sweep_frame(runs, dataset="longmemeval_s", retriever="recollection", vary=("alpha",),
+                            metrics=("recall_all@5", "recall_all@10", "recall_all@50"),
+                            where=_without(lme, "alpha"), ignore=IGNORE),
+        ("recall_all@5", "recall_all@10", "recall_all@50"), out_dir / "figure16_alpha_depth",
+        "RF-Mem Fig. 16: α at depths 5 / 10 / 50, Recollection, LongMemEval-S"),
+        "the paper plots LongMemEval-M (absent here); S stands in")
+
+    def fig17() -> list[Path]:
+        by_method = {
+            "Familiarity": figures.sweep_frame(runs, dataset="personabench", retriever="familiarity", vary=("k",),
+                                               metrics=("pb_recall",), where=_without(familiarity_settings(5), "k"),
+                                               ignore=IGNORE),
+            "Recollection": figures.sweep_frame(
+                runs, dataset="personabench", retriever="recollection", vary=("k",), metrics=("pb_recall",),
+                where=_without(recollection_settings("recollection_personabench"), "k"), ignore=IGNORE),
+            # the run.sh preset probes with the retrieval K (probe_k = k), so probe_k moves with k by design
+            "RF-Mem": figures.sweep_frame(
+                runs, dataset="personabench", retriever="rfmem", vary=("k",), metrics=("pb_recall",),
+                where=_without(recollection_settings("rfmem_personabench"), "k"), ignore=(*IGNORE, "probe_k")),
+        }
+        return figures.figure_k_sensitivity(by_method, "pb_recall", out_dir / "figure17_k_sensitivity",
+                                            "RF-Mem Fig. 17 (stand-in): recall at K on PersonaBench")
+    attempt("Figure 17", fig17, "the paper plots PersonaMem reader accuracy (contexts file and an LLM reader are "
+                                "absent here); PersonaBench recall at K (run.sh presets) stands in")
+    return lines
+
+
+def write_index(lines: Sequence[str], out_dir: Path) -> Path:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    target = out_dir / "README.md"
+    tmp = target.with_name(".README.md.tmp")
+    tmp.write_text("# RF-Mem figures from our sweeps\n\nRendered by `python -m memrepro tables` from `results/runs` "
+                   "(PNG and PDF). Each line names the figure's files or why it is absent.\n\n"
+                   + "\n".join(lines) + "\n", encoding="utf-8")
+    tmp.replace(target)
+    return target
