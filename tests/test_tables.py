@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 from typing import Any
@@ -66,7 +67,8 @@ def test_write_table_markdown_latex_csv(tmp_path: Path) -> None:
 def _write_run(root: Path, name: str, encoder: str, retriever: dict[str, Any], overall: dict[str, float],
                categories: dict[str, dict[str, float]], per_query: dict[str, dict[str, float]],
                dataset: str = "personabench", routing: dict | None = None, created: str = "2026-01-01") -> Path:
-    folder = root / "runs" / dataset / name / encoder / f"id{abs(hash((name, encoder, json.dumps(retriever, sort_keys=True)))) % 10**8}"
+    identity = json.dumps([name, encoder, retriever, overall], sort_keys=True)
+    folder = root / "runs" / dataset / name / encoder / hashlib.sha256(identity.encode()).hexdigest()[:16]
     folder.mkdir(parents=True)
     config = {"dataset": {"noise": "0.0"}, "retriever": retriever, "encoder": {"model": encoder}}
     (folder / "config.yaml").write_text(yaml.safe_dump(config))
@@ -180,7 +182,8 @@ def test_tables_command_renders_every_table_and_the_matrix(tmp_path: Path) -> No
     table3 = matrix[matrix.table == "rfmem_table3"]
     assert set(table3[table3.column.str.startswith("M ")].verdict) == {
         "missing: LongMemEval-M is not in the data folder"}
-    assert "rfmem_table2: 108 cells: OK 30 · OKish 0 · FAIL 0 · not comparable 6 · missing 72" in (out / "reproduction_matrix.md").read_text()
+    summary = "rfmem_table2: 108 cells: OK 30 · OKish 0 · FAIL 0 · not comparable 6 · missing 72"
+    assert summary in (out / "reproduction_matrix.md").read_text()
 
 
 def test_tables_command_without_runs_says_what_to_do(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
@@ -207,7 +210,8 @@ def test_engine_agreement_pairs_runs_that_differ_only_in_the_engine(tmp_path: Pa
     frame, summary = agreement_table(complete_runs(tmp_path))
     assert len(frame) == 1  # the alpha=0.5 faithful run has no batched twin
     row = frame.iloc[0]
-    assert (row["identical rankings"], row["Δ (batched − faithful)"], row["speed-up"]) == ("50.00%", "-0.0500", "8.0x")
+    shown = (row["identical rankings"], row["Δ (batched − faithful)"], row["speed-up"])
+    assert shown == ("50.00%", "-0.0500", "8.0x")
     assert summary == ["1 pairs: identical rankings mean 50.00% (min 50.00%); max |Δ| 0.0500; speed-up median 8.0x "
                        "(min 8.0x, max 8.0x)"]
 
@@ -220,8 +224,8 @@ def test_figures_are_drawn_from_sweeps_and_gaps_are_named(tmp_path: Path) -> Non
     for alpha in (0.2, 0.4):
         for tau in (0.2, 0.3):
             values[(alpha, tau)] = round(0.3 + alpha / 10 + tau / 5, 4)
-            _write_run(tmp_path, "rfmem", "all-mpnet-base-v2", {**base, "alpha": alpha, "tau": tau, "engine": "batched"},
-                       {"pb_recall@5": values[(alpha, tau)]}, {}, {})
+            retriever = {**base, "alpha": alpha, "tau": tau, "engine": "batched"}
+            _write_run(tmp_path, "rfmem", "all-mpnet-base-v2", retriever, {"pb_recall@5": values[(alpha, tau)]}, {}, {})
     # the table preset's own point (tau 0.30 is in the grid; an off-grid tau would be dropped from the heatmap)
     _write_run(tmp_path, "rfmem", "all-mpnet-base-v2", {**base, "alpha": 0.9, "tau": 0.19, "engine": "faithful"},
                {"pb_recall@5": 0.4009}, {}, {})

@@ -1,4 +1,4 @@
-"""``python -m memrepro experiments``: run the declared experiment list (``conf/experiments.yaml``), skipping done runs."""
+"""``python -m memrepro experiments``: run the declared list (``conf/experiments.yaml``), skipping complete runs."""
 
 from __future__ import annotations
 

@@ -46,7 +46,8 @@ def render_rfmem(runs: list, out: Path, resamples: int) -> list[Cell]:
         built, notes = rfmem.variant_table(runs, number, resamples)
         cells += built.cells
         _say(write_table(built.frame, out, f"rfmem_table{number}", title, bold=built.bold,
-                         notes=[legend.replace("baseline", "Recollection row"), summary_line(built.cells), SOURCE,
+                         notes=[legend.replace("the block's baseline", "the same method in the first block"),
+                                summary_line(built.cells), SOURCE,
                                 *notes]), f"RF-Mem Table {number}")
     built = rfmem.table17(runs)
     cells += built.cells

@@ -63,7 +63,8 @@ def agreement_table(runs: Sequence[Run]) -> tuple[pd.DataFrame, list[str]]:
     frame = pd.DataFrame(rows)
     ratios = frame["speed-up"].tolist()
     summary = [f"{len(rows)} pairs: identical rankings mean {frame['identical rankings'].mean():.2%} (min "
-               f"{frame['identical rankings'].min():.2%}); max |Δ| {frame['Δ (batched − faithful)'].abs().max():.4f}; "
+               f"{frame['identical rankings'].min():.2%}); "
+               f"max |Δ| {frame['Δ (batched − faithful)'].abs().max():.4f}; "
                f"speed-up median {statistics.median(ratios):.1f}x (min {min(ratios):.1f}x, max {max(ratios):.1f}x)"]
     shown = frame.assign(**{
         "identical rankings": frame["identical rankings"].map(lambda v: f"{v:.2%}"),

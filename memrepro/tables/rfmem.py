@@ -204,16 +204,14 @@ def build(table: str, rows: Sequence[Row], columns: Sequence[Column], block_labe
     return Built(pd.DataFrame(records), pd.DataFrame(bold_records), cells)
 
 
-def significance(rows: Sequence[Row], baseline_method: str, columns: Sequence[tuple[str, str, str]],
+def significance(rows: Sequence[Row], baseline: Callable[[Row], Row | None], columns: Sequence[tuple[str, str, str]],
                  resamples: int) -> list[str]:
-    """Paired bootstrap of each method against ``baseline_method`` in the same block, per ``(column label, group,
+    """Paired bootstrap of each row against ``baseline(row)`` (None: not tested), per ``(column label, group,
     per-query metric)``; marks significant cells with ``*`` and returns one note line per test."""
     notes = []
     for row in rows:
-        if row.method == baseline_method:
-            continue
-        base = next((r for r in rows if r.block == row.block and r.method == baseline_method), None)
-        if base is None:
+        base = baseline(row)
+        if base is None or base is row:
             continue
         for label, group, metric in columns:
             ours, theirs = row.runs.get(group), base.runs.get(group)
@@ -226,10 +224,21 @@ def significance(rows: Sequence[Row], baseline_method: str, columns: Sequence[tu
             if test.p_value < SIGNIFICANCE_LEVEL:
                 row.marks[label] = "*"
             p = f"p<{1 / resamples:.4f}" if test.p_value == 0 else f"p={test.p_value:.4f}"
-            notes.append(f"{row.block}, {label}: {row.method} − {baseline_method} = {test.delta:+.4f} "
+            versus = base.method if base.block == row.block else f"{base.method} ({base.block})"
+            notes.append(f"{row.block}, {label}: {row.method} − {versus} = {test.delta:+.4f} "
                          f"[95% CI {test.ci_low:+.4f}, {test.ci_high:+.4f}], {p} (paired bootstrap, "
                          f"{test.n} queries, {resamples} resamples, seed {test.seed})")
     return notes
+
+
+def same_block(method: str, rows: Sequence[Row]) -> Callable[[Row], Row | None]:
+    """Baseline: the row of ``method`` in the same block (Tables 2, 3: RF-Mem and Recollection vs Familiarity)."""
+    return lambda row: next((r for r in rows if r.block == row.block and r.method == method), None)
+
+
+def first_block(rows: Sequence[Row]) -> Callable[[Row], Row | None]:
+    """Baseline: the same method in the first block (Tables 15, 16: an alternative vs basic KMeans early stop)."""
+    return lambda row: next((r for r in rows if r.block == rows[0].block and r.method == row.method), None)
 
 
 # ------------------------------------------------------------------------------------------------------------------
@@ -278,8 +287,8 @@ def table2(runs: Sequence[Run], resamples: int) -> tuple[Built, list[str]]:
             found = {} if ours_label is None else _pb_method_runs(runs, ours_label, method)
             rows.append(Row(block, label, found, _paper_pair(paper), reason,
                             missing=reason if ours_label is None else "missing: not run"))
-    notes = significance(rows, "Familiarity", [("R@5 Overall", "k5", "pb_recall@5"),
-                                               ("R@10 Overall", "k10", "pb_recall@10")], resamples)
+    notes = significance(rows, same_block("Familiarity", rows), [("R@5 Overall", "k5", "pb_recall@5"),
+                                                                 ("R@10 Overall", "k10", "pb_recall@10")], resamples)
     return build("rfmem_table2", rows, _pb_columns()), notes
 
 
@@ -288,7 +297,8 @@ def table17(runs: Sequence[Run]) -> Built:
         return lambda run: float(((run.metrics.get("routing") or {}).get(path) or {}).get("n", 0))
 
     columns = [Column("Time (ms)", "k5", time_ms, lambda p: p.get("time_ms"), kind="time"),
-               Column("Route→Famili.", "k5", routed("familiarity"), lambda p: p.get("route_familiarity"), kind="count"),
+               Column("Route→Famili.", "k5", routed("familiarity"), lambda p: p.get("route_familiarity"),
+                      kind="count"),
                Column("Route→Recol.", "k5", routed("recollection"), lambda p: p.get("route_recollection"),
                       kind="count"),
                Column("R@5 Overall", "k5", overall("pb_recall@5"), lambda p: p.get("recall_at_5_overall"))]
@@ -321,9 +331,8 @@ def variant_table(runs: Sequence[Run], number: int, resamples: int) -> tuple[Bui
             found = (_pb_method_runs(runs, encoder, method) if method == "familiarity"
                      else _pb_method_runs(runs, encoder, method, **switch))
             rows.append(Row(node["label"], label, found, _paper_pair(node[method]), reason))
-    notes = significance(rows, "Recollection", [("R@5 Overall", "k5", "pb_recall@5"),
-                                                ("R@10 Overall", "k10", "pb_recall@10")], resamples)
-    notes = [n.replace("Recollection", "Recollection (same block)", 1) for n in notes]
+    notes = significance(rows, first_block(rows), [("R@5 Overall", "k5", "pb_recall@5"),
+                                                   ("R@10 Overall", "k10", "pb_recall@10")], resamples)
     return build(f"rfmem_table{number}", rows, _pb_columns(with_time=False), block_label="variant"), notes
 
 
@@ -366,8 +375,8 @@ def table3(runs: Sequence[Run], resamples: int) -> tuple[Built, list[str]]:
     built.cells[:] = [c if not c.column.startswith("M ") else
                       Cell(c.table, c.row, c.column, None, c.paper, "missing: LongMemEval-M is not in the data folder")
                       for c in built.cells]
-    notes = significance(rows, "Familiarity", [(f"S R@{k}", "longmemeval_s", f"recall_all@{k}") for k in (5, 10, 50)],
-                         resamples)
+    notes = significance(rows, same_block("Familiarity", rows),
+                         [(f"S R@{k}", "longmemeval_s", f"recall_all@{k}") for k in (5, 10, 50)], resamples)
     return built, notes
 
 
