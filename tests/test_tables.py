@@ -49,8 +49,10 @@ def test_counts_must_be_equal_and_reasons_replace_verdicts() -> None:
 
 
 def test_write_table_markdown_latex_csv(tmp_path: Path) -> None:
-    frame = pd.DataFrame({"method": ["a_b", "c"], "R@5": ["0.4000", "0.3500"], "Time (ms)": ["1.00", "2.50"]})
-    bold = pd.DataFrame({"method": [False, False], "R@5": [True, False], "Time (ms)": [True, False]})
+    frame = pd.DataFrame({"method": ["a_b", "c"], "R@5": ["0.4000", "0.3500"], "Time (ms)": ["1.00", "—"],
+                          "Δ → x": ["−0.1 ± 0.2", "α"]})
+    bold = pd.DataFrame({"method": [False, False], "R@5": [True, False], "Time (ms)": [True, False],
+                         "Δ → x": [False, False]})
     paths = write_table(frame, tmp_path, "t", "Title", bold=bold, notes=["a note"])
     md, tex, csv = (p.read_text() for p in paths)
     assert md.startswith("# Title\n") and "**0.4000**" in md and "0.3500" in md and "- a note" in md
@@ -58,6 +60,8 @@ def test_write_table_markdown_latex_csv(tmp_path: Path) -> None:
     for rule in ("\\toprule", "\\midrule", "\\bottomrule"):
         assert rule in tex
     assert "\\textbf{0.4000}" in tex and "\\textbf{0.3500}" not in tex and "a\\_b" in tex  # escaped underscore
+    assert "$\\Delta$ $\\rightarrow$ x" in tex and "-0.1 $\\pm$ 0.2" in tex and "$\\alpha$" in tex and " -- " in tex
+    assert all(ord(ch) < 128 for ch in tex)  # pastes into a pdflatex document without extra packages
     assert "**" not in csv and "0.4000" in csv and list(pd.read_csv(tmp_path / "t.csv").columns) == list(frame.columns)
 
 
@@ -238,3 +242,25 @@ def test_figures_are_drawn_from_sweeps_and_gaps_are_named(tmp_path: Path) -> Non
         assert "not drawn — " in line and "no completed run matched" in line, line
     index = write_index(lines, tmp_path / "figures").read_text()
     assert index.count("- **Figure") == 5
+
+
+def test_variant_tables_test_each_alternative_against_basic_kmeans(tmp_path: Path) -> None:
+    queries = [f"q{i}" for i in range(40)]
+    minilm = "all-MiniLM-L6-v2"
+    for k in (5, 10):
+        metric = f"pb_recall@{k}"
+        for switch, gain in (({}, 0.0), ({"clustering": "dbscan"}, 0.5), ({"clustering": "spectral"}, 0.0)):
+            retriever = {**rfmem.recollection_settings(f"recollection_personabench_table2_r{k}", **switch),
+                         "engine": "faithful"}
+            per_query = {q: {metric: (0.25 if i % 2 else 0.5) + gain * (i % 3 == 0)} for i, q in enumerate(queries)}
+            _write_run(tmp_path, "recollection", minilm, retriever, {metric: 0.4 + gain}, {}, per_query)
+    built, notes = rfmem.variant_table(complete_runs(tmp_path), 15, resamples=500)
+    ours = built.frame[(built.frame.source == "ours") & (built.frame.method == "Recollection")].set_index("variant")
+    assert ours.loc["DBSCAN cluster (KMeans alternative)", "R@5 Overall"].endswith("*")
+    assert not ours.loc["Spectral cluster (KMeans alternative)", "R@5 Overall"].endswith("*")  # identical lists
+    assert not ours.loc["Basic KMeans", "R@5 Overall"].endswith("*")  # the baseline itself is never tested
+    assert any(n.startswith("DBSCAN cluster (KMeans alternative), R@5 Overall: Recollection − Recollection "
+                            "(Basic KMeans) = +0.1750") for n in notes)
+    verdicts = {c.verdict for c in built.cells if c.row.endswith("/ Recollection") and c.column == "R@5 Overall"
+                and c.ours is not None}
+    assert verdicts == {rfmem.ENCODERS["multi-qa-MiniLM-L6-cos-v1"][1]}  # MiniLM stand-in: never a verdict

@@ -29,13 +29,22 @@ def markdown(frame: pd.DataFrame, bold: pd.DataFrame | None = None) -> str:
     return shown.to_markdown(index=False, disable_numparse=True)  # keep the printed decimals
 
 
+# pdflatex without extra packages has no glyphs for these; pandas escapes LaTeX specials but leaves Unicode alone
+LATEX_SYMBOLS = {"—": "--", "−": "-", "Δ": r"$\Delta$", "→": r"$\rightarrow$", "≤": r"$\le$", "≥": r"$\ge$",
+                 "±": r"$\pm$", "×": r"$\times$", "·": r"$\cdot$", "α": r"$\alpha$", "τ": r"$\tau$", "≈": r"$\approx$"}
+
+
 def latex(frame: pd.DataFrame, bold: pd.DataFrame | None = None, caption: str | None = None) -> str:
     styler = frame.style.hide(axis="index")
     if bold is not None:
         flags = bold.reindex_like(frame).fillna(False).astype(bool)
         styler = styler.apply(lambda _: flags.map(lambda on: "textbf:--rwrap;" if on else ""), axis=None)
     styler = styler.format(escape="latex").format_index(escape="latex", axis=1)
-    return styler.to_latex(hrules=True, caption=caption, position_float="centering", column_format="l" * frame.shape[1])
+    text = styler.to_latex(hrules=True, caption=caption, position_float="centering",
+                           column_format="l" * frame.shape[1])
+    for symbol, command in LATEX_SYMBOLS.items():
+        text = text.replace(symbol, command)
+    return text
 
 
 def write_table(frame: pd.DataFrame, out_dir: Path, name: str, title: str, *, bold: pd.DataFrame | None = None,
