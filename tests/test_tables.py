@@ -264,3 +264,45 @@ def test_variant_tables_test_each_alternative_against_basic_kmeans(tmp_path: Pat
     verdicts = {c.verdict for c in built.cells if c.row.endswith("/ Recollection") and c.column == "R@5 Overall"
                 and c.ours is not None}
     assert verdicts == {rfmem.ENCODERS["multi-qa-MiniLM-L6-cos-v1"][1]}  # MiniLM stand-in: never a verdict
+
+
+def test_convmemory_tables_mark_significant_deltas_and_give_cells(tmp_path: Path) -> None:
+    from memrepro.tables.convmemory import ablation_table, main_table, reproduction_cells, select
+
+    units = [f"q{i}" for i in range(60)]
+
+    def locomo_run(name: str, retriever: dict[str, Any], mrr: list[float]) -> None:
+        folder = tmp_path / "runs" / "locomo" / name / "all-mpnet-base-v2" / hashlib.sha256(
+            json.dumps(retriever, sort_keys=True).encode()).hexdigest()[:16]
+        folder.mkdir(parents=True)
+        config = {"dataset": {"evidence_rule": "exact", "file": "locomo/locomo10.json", "seeds": [7, 11, 23, 31, 47]},
+                  "retriever": retriever, "encoder": {"model": "sentence-transformers/all-mpnet-base-v2"}}
+        (folder / "config.yaml").write_text(yaml.safe_dump(config))
+        mean = sum(mrr) / len(mrr)
+        values = {"mrr": mean, "hit@1": 0.2, "recall_list@10": 0.5, "hit@10": 0.6}
+        metrics = {"dataset": "locomo", "summary": {"split_mean": values, "split_std": {k: 0.01 for k in values},
+                                                    "pooled": values},
+                   "latency": {"batch1": {"n": 0}}, "retriever": {"name": name}, "encoder": {"label": "mpnet"},
+                   "provenance": {"created": "2026"}}
+        (folder / "metrics.json").write_text(json.dumps(metrics))
+        rows = [{"split": "7", "query_id": q, "excluded": None, "metrics": {"mrr": v}} for q, v in zip(units, mrr)]
+        (folder / "queries.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+        (folder / "COMPLETE").write_text("")
+
+    dense = {"_target_": "memrepro.retrievers.dense.DenseRetriever", "mode": "full"}
+    base = [0.5 if i % 2 else 0.25 for i in range(60)]
+    locomo_run("dense", dense, base)
+    cascade = {"_target_": "memrepro.retrievers.cascade.CascadeRetriever", "first_stage": dense}
+    locomo_run("cascade", {**cascade, "arm": "full_text"}, [v + 0.25 * (i % 3 == 0) for i, v in enumerate(base)])
+    locomo_run("cascade", {**cascade, "arm": "scalar_only"}, [v + 0.25 * (i % 3 == 0) for i, v in enumerate(base)])
+    selected = select(complete_runs(tmp_path))
+    main = main_table(selected, resamples=500).set_index("method")
+    assert main.loc["v2 cascade over raw dense", "FULL MRR"].endswith(" *")  # +0.0833 on every third question
+    assert not main.loc["raw dense", "FULL MRR"].endswith("*")
+    ablation = ablation_table(selected, resamples=500).set_index("arm")
+    assert not ablation.loc["scalar_only", "ours FULL MRR"].endswith("*")  # same rows as full text: Δ = 0
+    cells = {(c.table, c.row, c.column): c for c in reproduction_cells(selected)}
+    assert cells[("convmemory_locomo", "raw dense", "H@1")].verdict == "OKish"  # 0.2 vs 0.1937, same setting
+    assert cells[("convmemory_locomo", "raw dense", "Hit@10")].verdict == "FAIL"  # 0.6 vs 0.5894
+    assert cells[("convmemory_locomo", "full-pool cross-encoder (top-500)", "R@10")].verdict.startswith("missing")
+    assert cells[("convmemory_ablation", "no_memory_text", "FULL MRR")].verdict == "missing: not run"

@@ -22,6 +22,8 @@ from memrepro.tables.render import write_table
 from memrepro.tables.reproduction import Cell, summary_line
 from memrepro.tables.runs import complete_runs
 
+CONVMEMORY_LEGEND = ("* : differs from raw dense (main table) or from the full-text arm (ablation), paired bootstrap "
+                     "over the shared (seed, question) rows, p < 0.05 (10,000 resamples, seed 13).")
 SOURCE = "Paper numbers: memrepro/reference/reference_numbers.yaml (RF-Mem arXiv 2603.09250; ConvMemory docs/report)."
 
 
@@ -92,7 +94,7 @@ def main(argv: list[str] | None = None) -> int:
                                 "ConvMemory LoCoMo (5 conversation-level seeds; mean ± std of seed means)"),
                                (ablation_table(selected, args.resamples), "convmemory_ablation",
                                 "ConvMemory v2 ablation (FULL MRR)")):
-        _say(write_table(frame, out, name, title, notes=[SOURCE]), title)
+        _say(write_table(frame, out, name, title, notes=[CONVMEMORY_LEGEND, SOURCE]), title)
     cells += reproduction_cells(selected)
     cells += render_rfmem(runs, out, args.resamples)
     frame, summary = agreement_table(runs)

@@ -21,6 +21,7 @@ COLUMNS = {"mrr": "FULL MRR", "hit@1": "H@1", "recall_list@10": "R@10", "hit@10"
 PAPER = "convmemory.headline_locomo.methods."
 PAPER_KEYS = {"mrr": "mrr", "hit@1": "hit_at_1", "recall_list@10": "recall_at_10", "hit@10": "hit_at_10"}
 ARM_PAPER = "convmemory.v2_ablation_locomo.arms."
+SIGNIFICANCE_LEVEL = 0.05  # "*": the paired bootstrap's two-sided p is below it
 
 
 def _is_locomo(run: Run) -> bool:
@@ -100,6 +101,8 @@ def main_table(selected: dict[str, Any], resamples: int = 10_000) -> pd.DataFram
                                                             if k in run.per_unit("mrr")}, resamples)
                 row["ΔMRR vs dense [95% CI], p"] = (f"{test.delta:+.4f} [{test.ci_low:+.4f}, {test.ci_high:+.4f}], "
                                                     f"{_p(test.p_value, resamples)}")
+                if test.p_value < SIGNIFICANCE_LEVEL:
+                    row[COLUMNS["mrr"]] += " *"
         if paper_key:
             row["paper (R@10 / MRR / H@1 / Hit@10)"] = " / ".join(
                 f"{reference_value(PAPER + paper_key + '.' + PAPER_KEYS[m]):.4f}"
@@ -131,6 +134,8 @@ def ablation_table(selected: dict[str, Any], resamples: int = 10_000) -> pd.Data
                                             resamples)
                     row[f"Δ {name} [95% CI], p"] = (f"{test.delta:+.4f} [{test.ci_low:+.4f}, {test.ci_high:+.4f}], "
                                                    f"{_p(test.p_value, resamples)}")
+                    if name == "vs full text" and test.p_value < SIGNIFICANCE_LEVEL:
+                        row["ours FULL MRR"] += " *"
         rows.append(row)
     return pd.DataFrame(rows).fillna("")
 
