@@ -59,6 +59,10 @@ class Experiment:
             return [head + merged[:i] + [f"{key}={choice}"] + merged[i + 1:] for choice in value.split(",")]
         return [head + merged]
 
+    def train_steps(self) -> set[str]:
+        """Names of the train steps whose checkpoints this entry's overrides use (``{train.<name>}``)."""
+        return {name for override in self.overrides for name in _PLACEHOLDER.findall(override)}
+
     def _fill(self, override: str, checkpoints: dict[str, str]) -> str:
         def lookup(match: re.Match[str]) -> str:
             name = match.group(1)
@@ -72,7 +76,7 @@ class Experiment:
 @dataclass
 class Outcome:
     name: str
-    status: str  # ran | skipped-optional | skipped-missing-model | failed
+    status: str  # ran | dry-run | skipped-optional | skipped-missing-model | failed
     seconds: float = 0.0
     detail: str = ""
     output: list[str] = field(default_factory=list)

@@ -104,3 +104,15 @@ def test_runs_through_the_cli_then_skips_what_is_complete(tmp_path: Path, fixtur
     second = run_experiments(experiments[:1], common, env=env, echo=lambda line: None)
     assert second[0].detail == "0 computed, 2 already complete"
     assert [m.stat().st_mtime_ns for m in sorted((tmp_path / "results").rglob(COMPLETE))] == stamps
+
+
+def test_cli_only_selects_by_table_and_brings_the_train_step(capsys: pytest.CaptureFixture) -> None:
+    from memrepro.cli.experiments import main
+
+    assert main(["--only", "convmemory_ablation", "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    ran = [line.split("]")[0].lstrip("[") for line in out.splitlines() if line.startswith("[")]
+    assert ran == ["locomo_dense_mpnet", "convmemory_cross_encoders", "locomo_cascade_arms"]
+    assert "template='<checkpoints of convmemory_cross_encoders>/seed{seed}'" in out
+    assert main(["--only", "no_such_table"]) == 2
+    assert "no such entry or table" in capsys.readouterr().err

@@ -32,8 +32,7 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         # a selected run that needs a train step's checkpoints brings that step along
         selected = {e.name for e in experiments if e.name in wanted or wanted & set(e.feeds)}
-        needed = {m for e in experiments if e.name in selected for o in e.overrides
-                  for m in __import__("re").findall(r"\{train\.([A-Za-z0-9_]+)\}", o)}
+        needed = set().union(*(e.train_steps() for e in experiments if e.name in selected))
         experiments = [e for e in experiments if e.name in selected | needed]
     if args.list:
         for e in experiments:
