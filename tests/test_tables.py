@@ -306,3 +306,20 @@ def test_convmemory_tables_mark_significant_deltas_and_give_cells(tmp_path: Path
     assert cells[("convmemory_locomo", "raw dense", "Hit@10")].verdict == "FAIL"  # 0.6 vs 0.5894
     assert cells[("convmemory_locomo", "full-pool cross-encoder (top-500)", "R@10")].verdict.startswith("missing")
     assert cells[("convmemory_ablation", "no_memory_text", "FULL MRR")].verdict == "missing: not run"
+
+
+def test_table3_marks_significant_differences_in_the_frame(tmp_path: Path) -> None:
+    queries = [f"q{i}" for i in range(40)]
+    minilm = "all-MiniLM-L6-v2"
+    metrics = ("recall_all@5", "recall_all@10", "recall_all@50")
+    for name, retriever, gain in (
+            ("familiarity", {**rfmem.familiarity_settings(50), "name": "familiarity"}, 0.0),
+            ("recollection", {**rfmem.recollection_settings("recollection_longmemeval"), "engine": "faithful"}, 1.0)):
+        per_query = {q: {m: float(i % 2 or (gain and i % 3 == 0)) for m in metrics} for i, q in enumerate(queries)}
+        overall = {m: sum(v[m] for v in per_query.values()) / len(queries) for m in metrics}
+        _write_run(tmp_path, name, minilm, retriever, overall, {}, per_query, dataset="longmemeval_s")
+    built, notes = rfmem.table3(complete_runs(tmp_path), resamples=500)
+    ours = built.frame[(built.frame.source == "ours") & built.frame.encoder.str.startswith(minilm)].set_index("method")
+    assert ours.loc["Recollection", "S R@5"].endswith("*") and not ours.loc["Familiarity", "S R@5"].endswith("*")
+    assert ours.loc["Recollection", "M R@5"] == "—"
+    assert len([n for n in notes if "Recollection − Familiarity" in n]) == 3
