@@ -210,3 +210,53 @@ def test_cli_end_to_end(dataset: str, retriever: str, extra: tuple[str, ...], tm
     routing = metrics["routing"]
     assert sum(v["n"] for v in routing.values()) == len(rows)
     assert all(v["mean_path_ms"] >= 0 for v in routing.values())
+
+
+def test_projected_engine_matches_the_faithful_rankings(world) -> None:
+    """engine=projected: the batched engine on span coordinates; same rankings as the reference here."""
+    _, vectors, index, queries, query_vectors = world
+    for make in (lambda engine: RecollectionRetriever(engine=engine, k=5, beam=3, fanout=2, alpha=0.5,
+                                                       mmr_lambda=0.9, min_sim=0.0),
+                 lambda engine: RFMemRetriever(**{**RFMEM_PB, "engine": engine})):
+        faithful = make("faithful").retrieve(queries, query_vectors, index)
+        projected = make("projected").retrieve(queries, query_vectors, index)
+        assert [list(r.hits.positions) for r in projected] == [list(r.hits.positions) for r in faithful]
+        for a, b in zip(projected, faithful):
+            np.testing.assert_allclose(a.hits.scores, b.hits.scores, atol=1e-5)
+    with pytest.raises(ValueError, match="faithful engine only"):
+        RecollectionRetriever(engine="projected", clustering="dbscan")
+
+
+def test_pool_span_coordinates_keep_inner_products_and_duplicates() -> None:
+    import torch
+
+    from memrepro.retrievers.rfmem.batched import pool_span_coordinates
+
+    rng = np.random.default_rng(3)
+    E, L, d = 3, 12, 40
+    pools = np.zeros((E, L, d), dtype=np.float32)
+    lengths = np.array([12, 7, 10])
+    for e, n in enumerate(lengths):
+        pools[e, :n] = unit_rows(rng.normal(size=(n, d)))
+    pools[0, 5] = pools[0, 2]  # an exact duplicate: its coordinates must stay bitwise equal
+    queries = unit_rows(rng.normal(size=(5, d)))
+    queries[4] = pools[1, 3]  # a query inside its pool's span: nothing outside
+    shared = torch.tensor([0, 0, 1, 2, 1])
+    coords, q_coords = pool_span_coordinates(torch.from_numpy(pools), torch.from_numpy(lengths),
+                                             torch.from_numpy(queries), shared)
+    assert coords.shape == (E, L, L + 1) and q_coords.shape == (5, L + 1)
+    for e, n in enumerate(lengths):
+        c = coords[e, :n].double().numpy()
+        np.testing.assert_allclose(c @ c.T, pools[e, :n] @ pools[e, :n].T, atol=2e-6)
+        assert not coords[e, n:].any() and not coords[e, :, L].any()  # padding and the query-only axis: zero
+    for i, e in enumerate(shared.tolist()):
+        np.testing.assert_allclose(coords[e].double().numpy() @ q_coords[i].double().numpy(), pools[e] @ queries[i],
+                                   atol=2e-6)
+        assert float(torch.linalg.vector_norm(q_coords[i])) == pytest.approx(1.0, abs=1e-6)
+    assert float(q_coords[4, L]) < 1e-3 and float(q_coords[0, L]) > 0.5  # d > L: a random query leaves the span
+    assert torch.equal(coords[0, 5], coords[0, 2])
+    # one query per pool takes the batched path; it must give the same coordinates
+    one_each = torch.tensor([2, 0, 1])
+    _, q_one = pool_span_coordinates(torch.from_numpy(pools), torch.from_numpy(lengths),
+                                     torch.from_numpy(queries[[3, 0, 2]]), one_each)
+    torch.testing.assert_close(q_one, q_coords[[3, 0, 2]], atol=1e-6, rtol=0)

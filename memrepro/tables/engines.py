@@ -1,10 +1,11 @@
 """Faithful vs batched Recollection engines: agreement and speed, from pairs of runs that differ only in the engine.
 
-A pair is two complete runs whose dataset, encoder and retriever settings are equal except ``engine``. Per pair:
-the share of queries with identical stored top-N lists, the delta of every primary metric (pooled), and the
-retrieval wall time of each (``timings.retrieve_s``, the whole query set through ``retrieve``) with their ratio.
-The two runs of a pair ran in separate processes, usually one after the other; the ratio is a measurement of
-this machine under its load at the time, not a constant.
+A pair is two complete runs whose dataset, encoder and retriever settings are equal except ``engine``: the
+faithful engine against each batched one (``batched``; ``projected``, the batched engine on span coordinates).
+Per pair: the share of queries with identical stored top-N lists, the delta of the primary metric (pooled), and
+the retrieval wall time of each (``timings.retrieve_s``, the whole query set through ``retrieve``) with their
+ratio. Runs of one Hydra multirun (``retriever.engine=faithful,batched,projected``) share a process and its
+conditions; runs made at different times may not, so the ratio is a measurement of this machine, not a constant.
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ import pandas as pd
 from memrepro.tables.runs import Run
 
 SETTING_KEYS = ("k", "beam", "fanout", "alpha", "tau")
+OTHER_ENGINES = ("batched", "projected")
+DELTA = "Δ (engine − faithful)"
 
 
 def _key(run: Run) -> str:
@@ -28,48 +31,54 @@ def _key(run: Run) -> str:
                        "retriever": retriever}, sort_keys=True, default=str)
 
 
+def _created(run: Run) -> str:
+    return run.metrics["provenance"].get("created", "")
+
+
 def engine_pairs(runs: Sequence[Run]) -> list[tuple[Run, Run]]:
-    """``(faithful, batched)`` pairs, newest run of each engine per configuration."""
+    """``(faithful, other)`` pairs for each batched engine; the newest run of each engine per configuration."""
     groups: dict[str, dict[str, Run]] = {}
     for run in runs:
         engine = run.retriever.get("engine")
-        if engine not in ("faithful", "batched"):
+        if engine not in ("faithful", *OTHER_ENGINES):
             continue
         slot = groups.setdefault(_key(run), {})
-        if engine not in slot or run.metrics["provenance"].get("created", "") > \
-                slot[engine].metrics["provenance"].get("created", ""):
+        if engine not in slot or _created(run) > _created(slot[engine]):
             slot[engine] = run
-    return [(g["faithful"], g["batched"]) for _, g in sorted(groups.items()) if {"faithful", "batched"} <= set(g)]
+    return [(g["faithful"], g[other]) for _, g in sorted(groups.items()) for other in OTHER_ENGINES
+            if "faithful" in g and other in g]
 
 
-def compare(faithful: Run, batched: Run) -> dict[str, Any]:
-    a, b = faithful.rows, batched.rows
+def compare(faithful: Run, other: Run) -> dict[str, Any]:
+    a, b = faithful.rows, other.rows
     same = statistics.fmean(float([m for m, _ in x["top"]] == [m for m, _ in y["top"]]) for x, y in zip(a, b))
     primary = faithful.metrics["primary"][0]
-    delta = batched.metrics["summary"]["pooled"][primary] - faithful.metrics["summary"]["pooled"][primary]
-    slow, fast = faithful.metrics["timings"]["retrieve_s"], batched.metrics["timings"]["retrieve_s"]
+    delta = other.metrics["summary"]["pooled"][primary] - faithful.metrics["summary"]["pooled"][primary]
+    slow, fast = faithful.metrics["timings"]["retrieve_s"], other.metrics["timings"]["retrieve_s"]
     settings = ", ".join(f"{k}={faithful.retriever[k]}" for k in SETTING_KEYS if k in faithful.retriever)
     return {"dataset": faithful.dataset, "encoder": faithful.folder.parts[-2], "retriever": faithful.folder.parts[-3],
-            "settings": settings, "queries": len(a), "identical rankings": same, "metric": primary,
-            "Δ (batched − faithful)": delta, "faithful retrieve (s)": slow, "batched retrieve (s)": fast,
+            "settings": settings, "engine": other.retriever["engine"], "queries": len(a), "identical rankings": same,
+            "metric": primary, DELTA: delta, "faithful retrieve (s)": slow, "engine retrieve (s)": fast,
             "speed-up": slow / max(fast, 1e-9)}
 
 
 def agreement_table(runs: Sequence[Run]) -> tuple[pd.DataFrame, list[str]]:
-    """Display frame (one row per pair) and summary lines."""
-    rows = [compare(f, b) for f, b in engine_pairs(runs)]
+    """Display frame (one row per pair) and one summary line per engine."""
+    rows = [compare(f, o) for f, o in engine_pairs(runs)]
     if not rows:
         return pd.DataFrame(), ["no faithful/batched pairs among the runs"]
     frame = pd.DataFrame(rows)
-    ratios = frame["speed-up"].tolist()
-    summary = [f"{len(rows)} pairs: identical rankings mean {frame['identical rankings'].mean():.2%} (min "
-               f"{frame['identical rankings'].min():.2%}); "
-               f"max |Δ| {frame['Δ (batched − faithful)'].abs().max():.4f}; "
-               f"speed-up median {statistics.median(ratios):.1f}x (min {min(ratios):.1f}x, max {max(ratios):.1f}x)"]
+    summary = []
+    for engine, part in frame.groupby("engine", sort=True):
+        ratios = part["speed-up"].tolist()
+        summary.append(f"{engine}: {len(part)} pairs: identical rankings mean {part['identical rankings'].mean():.2%} "
+                       f"(min {part['identical rankings'].min():.2%}); max |Δ| {part[DELTA].abs().max():.4f}; "
+                       f"speed-up median {statistics.median(ratios):.1f}x (min {min(ratios):.1f}x, "
+                       f"max {max(ratios):.1f}x)")
     shown = frame.assign(**{
         "identical rankings": frame["identical rankings"].map(lambda v: f"{v:.2%}"),
-        "Δ (batched − faithful)": frame["Δ (batched − faithful)"].map(lambda v: f"{v:+.4f}"),
+        DELTA: frame[DELTA].map(lambda v: f"{v:+.4f}"),
         "faithful retrieve (s)": frame["faithful retrieve (s)"].map(lambda v: f"{v:.2f}"),
-        "batched retrieve (s)": frame["batched retrieve (s)"].map(lambda v: f"{v:.2f}"),
+        "engine retrieve (s)": frame["engine retrieve (s)"].map(lambda v: f"{v:.2f}"),
         "speed-up": frame["speed-up"].map(lambda v: f"{v:.1f}x")})
     return shown.astype(str), summary

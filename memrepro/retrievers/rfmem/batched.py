@@ -60,7 +60,7 @@ NORM_EPS = 1e-12
 KMEANS_MAX_ITER = 300  # scikit-learn defaults, as the code calls KMeans
 KMEANS_TOL = 1e-4
 
-__all__ = ["RecollectionResult", "recollect_batched", "kmeans_labels_batched"]
+__all__ = ["RecollectionResult", "recollect_batched", "kmeans_labels_batched", "pool_span_coordinates"]
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -522,6 +522,52 @@ def _expand(flat: torch.Tensor, cand_s: torch.Tensor, n: torch.Tensor, flat_pool
                        / sizes.clamp_min(1).to(torch.float32).unsqueeze(-1))
     child_q = _l2norm(alpha * parent_q.unsqueeze(1) + (1.0 - alpha) * centroid + q0.unsqueeze(1))
     return mmr, labels, child_q.masked_fill(~(sizes > 0).unsqueeze(-1), 0.0)
+
+
+def pool_span_coordinates(pools: torch.Tensor, lengths: torch.Tensor, queries: torch.Tensor,
+                          pool_of_query: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Each pool and its queries in ``L + 1`` coordinates that keep every inner product: the ``projected`` engine.
+
+    Recollection only ever combines a query with its own pool (searches, MMR Gram matrices, k-means, member means,
+    child queries ``norm(α·q + (1−α)·c + q0)``), so everything it computes lies in ``span(pool) + q0``. With a QR
+    factorisation ``poolᵀ = Q·R`` (float64, Householder: ``Q`` orthonormal whatever the rank), a memory's
+    coordinates are its column of ``R`` and a query's are ``Qᵀ·q0`` plus one coordinate for the part of ``q0``
+    outside the pool's span. Inner products, norms and means are those of the original vectors up to float
+    rounding, and the engine then works on ``L + 1`` instead of ``d`` dimensions (111 vs 768 on PersonaBench).
+    Rounding is not the faithful engine's, so a ranking can differ where two scores tie to about 1e-7; exact
+    duplicates keep bitwise-equal coordinates (copied from their first occurrence), as the tie rule needs.
+
+    ``pools`` ``(E, L, d)`` float32, zero past ``lengths``; ``queries`` ``(b, d)``; ``pool_of_query`` ``(b,)``
+    indexes ``pools``. Returns ``(E, L, L + 1)`` pool coordinates (last column zero) and ``(b, L + 1)`` queries.
+    """
+    E, L, d = pools.shape
+    q_mat, r_mat = torch.linalg.qr(pools.to(torch.float64).transpose(1, 2), mode="reduced")  # (E,d,m), (E,m,L)
+    m = r_mat.shape[1]  # min(d, L)
+    coords = torch.zeros((E, L, L + 1), dtype=torch.float64, device=pools.device)
+    coords[:, :, :m] = r_mat.transpose(1, 2)
+    valid = torch.arange(L, device=pools.device).unsqueeze(0) < lengths.unsqueeze(1)
+    coords = coords.masked_fill(~valid.unsqueeze(-1), 0.0).to(torch.float32)
+    first = _first_occurrence(_row_ids(pools, valid))
+    if first is not None:  # copies of one memory must stay bitwise equal (the tie rule relies on exact ties)
+        coords = torch.gather(coords, 1, first.unsqueeze(-1).expand(-1, -1, L + 1))
+    q64 = queries.to(torch.float64)
+    b = len(queries)
+    inside = torch.empty((b, m), dtype=torch.float64, device=pools.device)
+    per_pool = torch.bincount(pool_of_query, minlength=E)
+    if b == E and bool((per_pool == 1).all()):  # one query per pool (LongMemEval): one batched product
+        query_of_pool = torch.empty_like(pool_of_query).scatter_(0, pool_of_query, torch.arange(b, device=pools.device))
+        by_pool = torch.bmm(q_mat.transpose(1, 2), q64.index_select(0, query_of_pool).unsqueeze(-1)).squeeze(-1)
+        inside = by_pool.index_select(0, pool_of_query)
+    else:  # few pools shared by many queries (PersonaBench, LoCoMo): one product per pool, no basis copies
+        for e in per_pool.nonzero().squeeze(1).tolist():
+            members = (pool_of_query == e).nonzero().squeeze(1)
+            inside[members] = q64.index_select(0, members) @ q_mat[e]
+    # the part of q0 outside the pool's span, from the norms (float64: no cancellation worth a d-sized residual)
+    outside = (q64.square().sum(-1) - inside.square().sum(-1)).clamp_min(0.0).sqrt()
+    q_coords = torch.zeros((b, L + 1), dtype=torch.float64, device=pools.device)
+    q_coords[:, :m] = inside
+    q_coords[:, L] = outside
+    return coords, q_coords.to(torch.float32)
 
 
 @contextlib.contextmanager

@@ -8,9 +8,11 @@ Constructor keyword arguments are flat so a Hydra preset is one flat YAML and ev
 on the command line (``retriever=rfmem_personabench retriever.alpha=0.3``).
 
 ``engine="faithful"`` runs the per-query reference implementation (``recollection.recollect_faithful``);
-``engine="batched"`` runs ``memrepro.retrievers.rfmem.batched.recollect_batched`` over many queries at once.
+``engine="batched"`` runs ``memrepro.retrievers.rfmem.batched.recollect_batched`` over many queries at once;
+``engine="projected"`` runs the same batched engine on each pool's span coordinates (``pool_span_coordinates``:
+every inner product kept, ``L + 1`` instead of ``d`` dimensions; rounding differs from the faithful engine's).
 The paper's Appendix D.8-D.9 alternatives (``clustering``, ``mixing``, ``expansion``, ``full_exploration``; see
-``recollection.py``) exist in the faithful engine only: the batched engine refuses them at construction.
+``recollection.py``) exist in the faithful engine only: the batched engines refuse them at construction.
 
 Latency: the trace holds ``gate_ms`` (probe + rule) and ``path_ms`` (the chosen path only, RF-Mem's own timer)
 per query; ``latency_ms`` is ``path_ms`` under ``latency_scope="path_only"`` (what the paper's tables report)
@@ -33,7 +35,8 @@ from memrepro.retrievers.rfmem.recollection import (RecollectionResult, nondefau
                                                      validate_params)
 from memrepro.search import DEFAULT_CHUNK_BYTES, EpisodeIndex, Hits, search
 
-ENGINES = ("faithful", "batched")
+ENGINES = ("faithful", "batched", "projected")
+BATCHED_ENGINES = ("batched", "projected")
 LATENCY_SCOPES = ("path_only", "gate_plus_path")
 
 BatchedRecollect = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, RecollectionParams], list[RecollectionResult]]
@@ -83,9 +86,10 @@ class _EpisodePools:
 
 
 def _recollect_batched_chunks(engine: BatchedRecollect, query_vectors: np.ndarray, episode_ids: Sequence[str],
-                              index: EpisodeIndex, params: RecollectionParams,
-                              chunk_bytes: int) -> list[RecollectionResult]:
-    """Run the batched engine on chunks of queries whose gathered pools fit ``chunk_bytes``."""
+                              index: EpisodeIndex, params: RecollectionParams, chunk_bytes: int,
+                              project: bool = False) -> list[RecollectionResult]:
+    """Run the batched engine on chunks of queries whose gathered pools fit ``chunk_bytes``; with ``project``,
+    on each chunk's distinct pools in span coordinates (factorised once per pool, not per query)."""
     if not len(episode_ids):
         return []
     _, width, dim = index.matrix.shape
@@ -95,8 +99,18 @@ def _recollect_batched_chunks(engine: BatchedRecollect, query_vectors: np.ndarra
     rows = index.rows(episode_ids)
     for start in range(0, len(episode_ids), chunk):
         row_chunk = rows[start:start + chunk]
-        results.extend(engine(queries[start:start + chunk], index.matrix.index_select(0, row_chunk),
-                              index.lengths.index_select(0, row_chunk), params))
+        lengths = index.lengths.index_select(0, row_chunk)
+        if project:
+            from memrepro.retrievers.rfmem.batched import pool_span_coordinates
+
+            distinct, pool_of_query = torch.unique(row_chunk, return_inverse=True)
+            coords, q_coords = pool_span_coordinates(index.matrix.index_select(0, distinct),
+                                                     index.lengths.index_select(0, distinct),
+                                                     queries[start:start + chunk], pool_of_query)
+            results.extend(engine(q_coords, coords.index_select(0, pool_of_query), lengths, params))
+        else:
+            results.extend(engine(queries[start:start + chunk], index.matrix.index_select(0, row_chunk), lengths,
+                                  params))
     return results
 
 
@@ -129,7 +143,7 @@ class RecollectionRetriever:
             mixing=mixing, expansion=expansion, graph_k=graph_k, graph_min_sim=graph_min_sim,
             full_exploration=full_exploration)  # type: ignore[arg-type]
         _validate_recollection(self.recollection, engine)
-        self._batched = load_batched_engine() if engine == "batched" else None
+        self._batched = load_batched_engine() if engine in BATCHED_ENGINES else None
 
     def retrieve(self, queries: Sequence[RetrievalInput], query_vectors: np.ndarray,
                  index: EpisodeIndex) -> list[Retrieved]:
@@ -137,7 +151,7 @@ class RecollectionRetriever:
         if self._batched is not None:
             began = time.perf_counter()
             results = _recollect_batched_chunks(self._batched, vectors, [q.episode_id for q in queries], index,
-                                                self.recollection, self.chunk_bytes)
+                                                self.recollection, self.chunk_bytes, self.engine == "projected")
             share_ms = 1000.0 * (time.perf_counter() - began) / max(1, len(queries))
             return [Retrieved(_hits(r), _recollection_trace(r, share_ms)) for r in results]
         pools = _EpisodePools(index)
@@ -199,7 +213,7 @@ class RFMemRetriever:
                                              min_sim=familiarity_min_sim)
         if self.familiarity.k < 1:
             raise ValueError(f"familiarity_k must be >= 1, got {self.familiarity.k}")
-        self._batched = load_batched_engine() if engine == "batched" else None
+        self._batched = load_batched_engine() if engine in BATCHED_ENGINES else None
 
     # -- gate ---------------------------------------------------------------------------------------------
 
@@ -272,7 +286,7 @@ class RFMemRetriever:
         if recollect:
             began = time.perf_counter()
             batch = _recollect_batched_chunks(self._batched, vectors[recollect], [episode_ids[i] for i in recollect],
-                                              index, self.recollection, self.chunk_bytes)
+                                              index, self.recollection, self.chunk_bytes, self.engine == "projected")
             each = 1000.0 * (time.perf_counter() - began) / len(recollect)
             for i, r in zip(recollect, batch):
                 results[i], hits[i], share[i] = r, _hits(r), each
@@ -296,7 +310,7 @@ def _validate_recollection(params: RecollectionParams, engine: str) -> None:
     """Fail at construction (config time) rather than on the first query."""
     validate_params(params)
     variants = nondefault_variants(params)
-    if engine == "batched" and variants:
+    if engine in BATCHED_ENGINES and variants:
         raise ValueError(f"the Appendix D.8-D.9 recollection variants ({', '.join(variants)}) exist in the "
                          "faithful engine only; use engine='faithful' or the default clustering='kmeans', "
                          "mixing='alpha', expansion='cluster', full_exploration=False")
