@@ -242,7 +242,7 @@ def test_pool_span_coordinates_keep_inner_products_and_duplicates() -> None:
     queries = unit_rows(rng.normal(size=(5, d)))
     queries[4] = pools[1, 3]  # a query inside its pool's span: nothing outside
     shared = torch.tensor([0, 0, 1, 2, 1])
-    coords, q_coords = pool_span_coordinates(torch.from_numpy(pools), torch.from_numpy(lengths),
+    coords, q_coords, ids = pool_span_coordinates(torch.from_numpy(pools), torch.from_numpy(lengths),
                                              torch.from_numpy(queries), shared)
     assert coords.shape == (E, L, L + 1) and q_coords.shape == (5, L + 1)
     for e, n in enumerate(lengths):
@@ -255,8 +255,9 @@ def test_pool_span_coordinates_keep_inner_products_and_duplicates() -> None:
         assert float(torch.linalg.vector_norm(q_coords[i])) == pytest.approx(1.0, abs=1e-6)
     assert float(q_coords[4, L]) < 1e-3 and float(q_coords[0, L]) > 0.5  # d > L: a random query leaves the span
     assert torch.equal(coords[0, 5], coords[0, 2])
+    assert ids[0, 5] == ids[0, 2] and len(set(ids[0, :12].tolist())) == 11  # ids of the original rows
     # one query per pool takes the batched path; it must give the same coordinates
     one_each = torch.tensor([2, 0, 1])
-    _, q_one = pool_span_coordinates(torch.from_numpy(pools), torch.from_numpy(lengths),
+    _, q_one, _ = pool_span_coordinates(torch.from_numpy(pools), torch.from_numpy(lengths),
                                      torch.from_numpy(queries[[3, 0, 2]]), one_each)
     torch.testing.assert_close(q_one, q_coords[[3, 0, 2]], atol=1e-6, rtol=0)

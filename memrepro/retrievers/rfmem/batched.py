@@ -59,6 +59,7 @@ from memrepro.retrievers.rfmem.recollection import RecollectionResult, validate_
 NORM_EPS = 1e-12
 KMEANS_MAX_ITER = 300  # scikit-learn defaults, as the code calls KMeans
 KMEANS_TOL = 1e-4
+QR_DTYPE = torch.float32  # pool_span_coordinates; float64 costs about 1.8x more on CPU
 
 __all__ = ["RecollectionResult", "recollect_batched", "kmeans_labels_batched", "pool_span_coordinates"]
 
@@ -525,7 +526,7 @@ def _expand(flat: torch.Tensor, cand_s: torch.Tensor, n: torch.Tensor, flat_pool
 
 
 def pool_span_coordinates(pools: torch.Tensor, lengths: torch.Tensor, queries: torch.Tensor,
-                          pool_of_query: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+                          pool_of_query: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Each pool and its queries in ``L + 1`` coordinates that keep every inner product: the ``projected`` engine.
 
     Recollection only ever combines a query with its own pool (searches, MMR Gram matrices, k-means, member means,
@@ -538,16 +539,20 @@ def pool_span_coordinates(pools: torch.Tensor, lengths: torch.Tensor, queries: t
     duplicates keep bitwise-equal coordinates (copied from their first occurrence), as the tie rule needs.
 
     ``pools`` ``(E, L, d)`` float32, zero past ``lengths``; ``queries`` ``(b, d)``; ``pool_of_query`` ``(b,)``
-    indexes ``pools``. Returns ``(E, L, L + 1)`` pool coordinates (last column zero) and ``(b, L + 1)`` queries.
+    indexes ``pools``. Returns ``(E, L, L + 1)`` pool coordinates (last column zero), ``(b, L + 1)`` queries and
+    the ``(E, L)`` row ids of the original vectors (``_row_ids``: equal ids, bitwise-equal memories), which
+    ``recollect_batched(row_ids=…)`` takes so that it does not hash every query's copy of a shared pool again.
     """
     E, L, d = pools.shape
-    q_mat, r_mat = torch.linalg.qr(pools.to(torch.float64).transpose(1, 2), mode="reduced")  # (E,d,m), (E,m,L)
+    q_mat, r_mat = torch.linalg.qr(pools.to(QR_DTYPE).transpose(1, 2), mode="reduced")  # (E,d,m), (E,m,L)
+    q_mat, r_mat = q_mat.to(torch.float64), r_mat.to(torch.float64)  # the products below accumulate in float64
     m = r_mat.shape[1]  # min(d, L)
     coords = torch.zeros((E, L, L + 1), dtype=torch.float64, device=pools.device)
     coords[:, :, :m] = r_mat.transpose(1, 2)
     valid = torch.arange(L, device=pools.device).unsqueeze(0) < lengths.unsqueeze(1)
     coords = coords.masked_fill(~valid.unsqueeze(-1), 0.0).to(torch.float32)
-    first = _first_occurrence(_row_ids(pools, valid))
+    ids = _row_ids(pools, valid)
+    first = _first_occurrence(ids)
     if first is not None:  # copies of one memory must stay bitwise equal (the tie rule relies on exact ties)
         coords = torch.gather(coords, 1, first.unsqueeze(-1).expand(-1, -1, L + 1))
     q64 = queries.to(torch.float64)
@@ -567,7 +572,7 @@ def pool_span_coordinates(pools: torch.Tensor, lengths: torch.Tensor, queries: t
     q_coords = torch.zeros((b, L + 1), dtype=torch.float64, device=pools.device)
     q_coords[:, :m] = inside
     q_coords[:, L] = outside
-    return coords, q_coords.to(torch.float32)
+    return coords, q_coords.to(torch.float32), ids
 
 
 @contextlib.contextmanager
@@ -583,7 +588,7 @@ def _full_fp32_matmul() -> Iterator[None]:
 
 
 def recollect_batched(q0s: torch.Tensor, pools: torch.Tensor, lengths: torch.Tensor,
-                      params: RecollectionParams) -> list[RecollectionResult]:
+                      params: RecollectionParams, row_ids: torch.Tensor | None = None) -> list[RecollectionResult]:
     """Recollection for ``b`` queries at once, each against its own pool.
 
     ``q0s`` ``(b, d)`` unit query vectors; ``pools`` ``(b, L, d)`` float32, query i's pool in rows
@@ -595,11 +600,11 @@ def recollect_batched(q0s: torch.Tensor, pools: torch.Tensor, lengths: torch.Ten
     per round, N = (B + r)·F; callers chunk large batches (the retriever does).
     """
     with _full_fp32_matmul(), torch.no_grad():
-        return _recollect(q0s, pools, lengths, params)
+        return _recollect(q0s, pools, lengths, params, row_ids)
 
 
 def _recollect(q0s: torch.Tensor, pools: torch.Tensor, lengths: torch.Tensor,
-               params: RecollectionParams) -> list[RecollectionResult]:
+               params: RecollectionParams, row_ids: torch.Tensor | None = None) -> list[RecollectionResult]:
     """The body of ``recollect_batched`` (see there)."""
     validate_params(params)
     unsupported = [f"{name}={getattr(params, name)!r}" for name, default in BATCHED_ONLY_DEFAULTS.items()
@@ -647,7 +652,8 @@ def _recollect(q0s: torch.Tensor, pools: torch.Tensor, lengths: torch.Tensor,
     out_score = torch.zeros((b, L + 1), dtype=torch.float64, device=device)
     out_n = torch.zeros(b, dtype=torch.long, device=device)
     done = torch.zeros(b, dtype=torch.bool, device=device)
-    pool_ids = _row_ids(pools, ~pad)  # (b, L): equal ids, bitwise-equal memories (duplicate turns, sessions)
+    # (b, L): equal ids, bitwise-equal memories (duplicate turns, sessions); given by callers that know them
+    pool_ids = _row_ids(pools, ~pad) if row_ids is None else row_ids
     canonical = _first_occurrence(pool_ids)  # (b, L): position of each row's first copy, or None
     # The pool-sized tensors live in a working set of the still-running queries, compacted (one copy) when
     # fewer than half of it still run; selecting the active rows every round would copy the pools each round.

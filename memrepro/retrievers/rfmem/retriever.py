@@ -39,7 +39,7 @@ ENGINES = ("faithful", "batched", "projected")
 BATCHED_ENGINES = ("batched", "projected")
 LATENCY_SCOPES = ("path_only", "gate_plus_path")
 
-BatchedRecollect = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, RecollectionParams], list[RecollectionResult]]
+BatchedRecollect = Callable[..., list[RecollectionResult]]  # recollect_batched(q0s, pools, lengths, params, row_ids=)
 
 
 def load_batched_engine() -> BatchedRecollect:
@@ -104,10 +104,11 @@ def _recollect_batched_chunks(engine: BatchedRecollect, query_vectors: np.ndarra
             from memrepro.retrievers.rfmem.batched import pool_span_coordinates
 
             distinct, pool_of_query = torch.unique(row_chunk, return_inverse=True)
-            coords, q_coords = pool_span_coordinates(index.matrix.index_select(0, distinct),
-                                                     index.lengths.index_select(0, distinct),
-                                                     queries[start:start + chunk], pool_of_query)
-            results.extend(engine(q_coords, coords.index_select(0, pool_of_query), lengths, params))
+            coords, q_coords, ids = pool_span_coordinates(index.matrix.index_select(0, distinct),
+                                                          index.lengths.index_select(0, distinct),
+                                                          queries[start:start + chunk], pool_of_query)
+            results.extend(engine(q_coords, coords.index_select(0, pool_of_query), lengths, params,
+                                  row_ids=ids.index_select(0, pool_of_query)))
         else:
             results.extend(engine(queries[start:start + chunk], index.matrix.index_select(0, row_chunk), lengths,
                                   params))
