@@ -15,11 +15,11 @@ from pathlib import Path
 import pandas as pd
 
 from memrepro.tables import rfmem
-from memrepro.tables.engines import agreement_table
-from memrepro.tables.rfmem_figures import render_figures, write_index
 from memrepro.tables.convmemory import ablation_table, main_table, reproduction_cells, select
+from memrepro.tables.engines import agreement_table
 from memrepro.tables.render import write_table
 from memrepro.tables.reproduction import Cell, summary_line
+from memrepro.tables.rfmem_figures import render_figures, write_index
 from memrepro.tables.runs import complete_runs
 
 CONVMEMORY_LEGEND = ("* : differs from raw dense (main table) or from the full-text arm (ablation), paired bootstrap "
@@ -49,8 +49,7 @@ def render_rfmem(runs: list, out: Path, resamples: int) -> list[Cell]:
         cells += built.cells
         _say(write_table(built.frame, out, f"rfmem_table{number}", title, bold=built.bold,
                          notes=[legend.replace("the block's baseline", "the same method in the first block"),
-                                summary_line(built.cells), SOURCE,
-                                *notes]), f"RF-Mem Table {number}")
+                                summary_line(built.cells), SOURCE, *notes]), f"RF-Mem Table {number}")
     built = rfmem.table17(runs)
     cells += built.cells
     _say(write_table(built.frame, out, "rfmem_table17", "RF-Mem Table 17: routing statistics (PersonaBench, K = 5)",
