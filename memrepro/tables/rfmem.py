@@ -369,7 +369,8 @@ def table3(runs: Sequence[Run], resamples: int) -> tuple[Built, list[str]]:
             if encoder_reason.startswith("not comparable"):
                 reason = encoder_reason + "; cleaned LongMemEval-S (the paper used the original file)"
             missing = encoder_reason if ours_label is None else (
-                "missing: not run (mpnet encode of S ≈ 4 h here: `python -m memrepro experiments --include-optional`)"
+                "missing: not run (mpnet encode of S: 2.3-4 h here; "
+                "`python -m memrepro experiments --include-optional`)"
                 if ours_label == "all-mpnet-base-v2" else "missing: not run")
             rows.append(Row(block, label, found, dict(paper), reason, missing=missing))
     # LongMemEval-M is not in ../shared/data: every M cell says so
