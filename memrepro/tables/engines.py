@@ -16,7 +16,7 @@ from typing import Any, Sequence
 
 import pandas as pd
 
-from memrepro.tables.runs import Run
+from memrepro.tables.runs import NON_MEASURING_RETRIEVER_KEYS, Run
 
 SETTING_KEYS = ("k", "beam", "fanout", "alpha", "tau")
 OTHER_ENGINES = ("batched", "projected")
@@ -24,15 +24,9 @@ DELTA = "Δ (engine − faithful)"
 
 
 def _key(run: Run) -> str:
-    retriever = dict(run.retriever)
-    for ignored in ("engine", "chunk_bytes", "latency_scope"):
-        retriever.pop(ignored, None)
+    retriever = {k: v for k, v in run.retriever.items() if k not in NON_MEASURING_RETRIEVER_KEYS}
     return json.dumps({"dataset": run.config["dataset"], "encoder": run.config["encoder"].get("model"),
                        "retriever": retriever}, sort_keys=True, default=str)
-
-
-def _created(run: Run) -> str:
-    return run.metrics["provenance"].get("created", "")
 
 
 def engine_pairs(runs: Sequence[Run]) -> list[tuple[Run, Run]]:
@@ -43,7 +37,7 @@ def engine_pairs(runs: Sequence[Run]) -> list[tuple[Run, Run]]:
         if engine not in ("faithful", *OTHER_ENGINES):
             continue
         slot = groups.setdefault(_key(run), {})
-        if engine not in slot or _created(run) > _created(slot[engine]):
+        if engine not in slot or run.created > slot[engine].created:
             slot[engine] = run
     return [(g["faithful"], g[other]) for _, g in sorted(groups.items()) for other in OTHER_ENGINES
             if "faithful" in g and other in g]
@@ -56,7 +50,7 @@ def compare(faithful: Run, other: Run) -> dict[str, Any]:
     delta = other.metrics["summary"]["pooled"][primary] - faithful.metrics["summary"]["pooled"][primary]
     slow, fast = faithful.metrics["timings"]["retrieve_s"], other.metrics["timings"]["retrieve_s"]
     settings = ", ".join(f"{k}={faithful.retriever[k]}" for k in SETTING_KEYS if k in faithful.retriever)
-    return {"dataset": faithful.dataset, "encoder": faithful.folder.parts[-2], "retriever": faithful.folder.parts[-3],
+    return {"dataset": faithful.dataset, "encoder": faithful.encoder_label, "retriever": faithful.retriever_name,
             "settings": settings, "engine": other.retriever["engine"], "queries": len(a), "identical rankings": same,
             "metric": primary, DELTA: delta, "faithful retrieve (s)": slow, "engine retrieve (s)": fast,
             "speed-up": slow / max(fast, 1e-9)}

@@ -28,8 +28,6 @@ import os
 import tempfile
 import textwrap
 from collections.abc import Iterator, Mapping, Sequence
-from datetime import datetime
-from numbers import Real
 from pathlib import Path
 from typing import Any
 
@@ -40,10 +38,10 @@ import pandas as pd
 from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 
-from memrepro.tables.runs import Run
+from memrepro.tables.runs import (NON_MEASURING_RETRIEVER_KEYS, Run, is_number as _is_number, preferred,
+                                  same_setting as _same)
 
-TOLERANCE = 1e-9
-DEFAULT_IGNORE = ("engine", "chunk_bytes", "latency_scope")
+DEFAULT_IGNORE = NON_MEASURING_RETRIEVER_KEYS
 # Settings that never change what a run measures: paths and runtime switches of the dataset / encoder configs.
 _DATASET_SKIP = frozenset({"data_dir"})
 _ENCODER_SKIP = frozenset({"_target_", "model", "path", "device", "batch_size", "show_progress", "allow_substitute"})
@@ -68,23 +66,6 @@ _PARAM_LABELS = {"alpha": "α (alpha)", "tau": "τ (tau)", "beam": "beam B", "fa
 # --------------------------------------------------------------------------------------------- selecting runs
 
 
-def _is_number(value: Any) -> bool:
-    return isinstance(value, Real) and not isinstance(value, bool)
-
-
-def _same(a: Any, b: Any) -> bool:
-    """Equality of config values, numbers within ``TOLERANCE``; lists and dicts compared item by item."""
-    if _is_number(a) and _is_number(b):
-        return math.isclose(float(a), float(b), rel_tol=0.0, abs_tol=TOLERANCE) or (math.isnan(a) and math.isnan(b))
-    if isinstance(a, bool) or isinstance(b, bool):
-        return isinstance(a, bool) and isinstance(b, bool) and a == b
-    if isinstance(a, Mapping) and isinstance(b, Mapping):
-        return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
-    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
-        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
-    return type(a) is type(b) and a == b
-
-
 def _lookup(run: Run, key: str) -> Any:
     """A retriever setting (``alpha``), or a dataset / encoder one when prefixed (``dataset.noise``)."""
     section, _, name = key.partition(".")
@@ -101,21 +82,6 @@ def _fixed_settings(run: Run, skip: set[str]) -> dict[str, Any]:
             if k not in never and f"{section}.{k}" not in skip:
                 fixed[f"{section}.{k}"] = v
     return fixed
-
-
-def _created(run: Run) -> float:
-    stamp = (run.metrics.get("provenance") or {}).get("created")
-    if not stamp:
-        return -math.inf
-    for parse in (lambda s: datetime.strptime(s, "%Y-%m-%dT%H:%M:%S%z"), datetime.fromisoformat):
-        with contextlib.suppress(ValueError, TypeError):
-            return parse(stamp).timestamp()
-    return -math.inf
-
-
-def _preference(run: Run) -> tuple[bool, float, str]:
-    """Which of two runs of the same point to keep: the faithful engine, then the newest, then the folder name."""
-    return (_lookup(run, "engine") == "faithful", _created(run), run.folder.name)
 
 
 def _sort_key(value: Any) -> tuple:
@@ -158,7 +124,7 @@ def sweep_frame(
     """One row per sweep point: columns ``encoder``, each ``vary`` key, each metric (pooled), ``folder``.
 
     Selects the runs of ``dataset`` whose retriever folder is ``retriever`` and whose retriever config matches
-    every ``where`` item (numbers within ``TOLERANCE``; a ``dataset.``/``encoder.`` prefix addresses those
+    every ``where`` item (numbers within ``SETTING_TOLERANCE``; a ``dataset.``/``encoder.`` prefix addresses those
     configs). All other settings - retriever keys except ``vary``, ``where`` and ``ignore``, plus the dataset
     options and the encoder's embedding options - must agree across the selection, else ``ValueError`` naming
     the keys that differ. Several runs of one (encoder, vary values) point are resolved to one: the faithful
@@ -179,7 +145,7 @@ def sweep_frame(
     def matches(run: Run) -> bool:
         return all(_same(_lookup(run, k), v) for k, v in where.items())
 
-    selected = [r for r in runs if r.folder.parts[-4] == dataset and r.folder.parts[-3] == retriever and matches(r)]
+    selected = [r for r in runs if r.folder.parts[-4] == dataset and r.retriever_name == retriever and matches(r)]
     if not selected:
         frame = pd.DataFrame(columns=columns)
         frame.attrs.update(attrs)
@@ -209,10 +175,10 @@ def sweep_frame(
             available = sorted(selected[0].metrics["summary"]["pooled"])
             raise ValueError(f"metric {metric!r} is in no selected run's pooled summary (have {available})")
 
-    points = _group([((r.folder.parts[-2], *(_lookup(r, k) for k in vary)), r) for r in selected])
+    points = _group([((r.encoder_label, *(_lookup(r, k) for k in vary)), r) for r in selected])
     records, dropped = [], []
     for (encoder, *values), members in points:
-        best = max(members, key=_preference)
+        best = preferred(members)
         dropped.extend(str(r.folder) for r in members if r is not best)
         pooled = best.metrics["summary"]["pooled"]
         records.append({"encoder": encoder, **dict(zip(vary, values)),

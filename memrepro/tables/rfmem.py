@@ -4,7 +4,7 @@ Every table has the paper's layout: one block per encoder (or variant), a row of
 method, best of ours in bold per block and column. Runs are found by the preset that defines them
 (``conf/retriever/<preset>.yaml``: every key of the preset must match the run's retriever config); a variant
 adds its switch (``clustering=dbscan`` …) and every other variant switch must be at its default. When several runs
-match, the faithful engine wins, then the newest. Paper numbers come from ``memrepro/reference``.
+match, the faithful engine wins, then the newest (``Run.preference``). Paper numbers come from ``memrepro/reference``.
 
 Comparability (see ``reproduction.py`` for the verdict rules): all-mpnet-base-v2 on PersonaBench is the paper's
 own setting; all-MiniLM-L6-v2 stands in for multi-qa-MiniLM-L6-cos-v1 (no offline weights), our LongMemEval-S is the
@@ -25,12 +25,12 @@ import yaml
 from memrepro.evaluation.significance import paired_bootstrap
 from memrepro.reference import reference_at
 from memrepro.tables.reproduction import Cell
-from memrepro.tables.runs import Run
+from memrepro.tables.runs import NON_MEASURING_RETRIEVER_KEYS, Run, preferred, same_setting
 
 PRESETS_DIR = Path(__file__).resolve().parents[2] / "conf" / "retriever"
 VARIANT_DEFAULTS = {"clustering": "kmeans", "mixing": "alpha", "expansion": "cluster", "full_exploration": False,
                     "final_rerank": "none"}
-IGNORED_KEYS = {"defaults", "engine", "chunk_bytes", "latency_scope"}
+IGNORED_KEYS = {"defaults", *NON_MEASURING_RETRIEVER_KEYS}
 SIGNIFICANCE_LEVEL = 0.05
 
 # paper encoder -> (our encoder label or None, why a cell is not comparable; empty when it is)
@@ -57,38 +57,18 @@ def preset(name: str) -> dict[str, Any]:
     return {k: v for k, v in values.items() if k not in IGNORED_KEYS and not (isinstance(v, str) and "${" in v)}
 
 
-def _same(a: Any, b: Any) -> bool:
-    if isinstance(a, bool) or isinstance(b, bool):
-        return a is b or a == b
-    if isinstance(a, (int, float)) and isinstance(b, (int, float)):
-        return abs(float(a) - float(b)) <= 1e-9
-    return a == b
-
-
-def _encoder(run: Run) -> str:
-    return run.folder.parts[-2]
-
-
-def _name(run: Run) -> str:
-    return run.folder.parts[-3]
-
-
-def _newest_faithful_first(run: Run) -> tuple[bool, str]:
-    return (run.retriever.get("engine", "faithful") == "faithful", run.metrics["provenance"].get("created", ""))
-
-
 def find_run(runs: Sequence[Run], *, dataset: str, names: Sequence[str], encoder: str,
              settings: Mapping[str, Any], dataset_settings: Mapping[str, Any] | None = None) -> Run | None:
     """The run of ``dataset`` by retriever ``names`` and ``encoder`` whose retriever matches every setting."""
     matches = []
     for run in runs:
-        if run.dataset != dataset or _name(run) not in names or _encoder(run) != encoder:
+        if run.dataset != dataset or run.retriever_name not in names or run.encoder_label != encoder:
             continue
-        if any(not _same(run.config["dataset"].get(k), v) for k, v in (dataset_settings or {}).items()):
+        if any(not same_setting(run.config["dataset"].get(k), v) for k, v in (dataset_settings or {}).items()):
             continue
-        if all(_same(run.retriever.get(k), v) for k, v in settings.items()):
+        if all(same_setting(run.retriever.get(k), v) for k, v in settings.items()):
             matches.append(run)
-    return max(matches, key=_newest_faithful_first, default=None)
+    return preferred(matches)
 
 
 def recollection_settings(preset_name: str, **variant: Any) -> dict[str, Any]:

@@ -18,9 +18,7 @@ import pandas as pd
 
 from memrepro.tables import figures
 from memrepro.tables.rfmem import familiarity_settings, recollection_settings
-from memrepro.tables.runs import Run
-
-IGNORE = ("engine", "chunk_bytes", "latency_scope")
+from memrepro.tables.runs import NON_MEASURING_RETRIEVER_KEYS as IGNORE, Run
 
 
 def _without(settings: dict[str, Any], *keys: str) -> dict[str, Any]:

@@ -2,14 +2,42 @@
 
 from __future__ import annotations
 
+import contextlib
+import math
+from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import datetime
 from functools import cached_property
+from numbers import Real
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable
 
 import yaml
 
 from memrepro.results import COMPLETE, read_metrics, read_queries
+
+
+# Retriever settings that change how a run computes, never what it measures.
+NON_MEASURING_RETRIEVER_KEYS = ("engine", "chunk_bytes", "latency_scope")
+SETTING_TOLERANCE = 1e-9
+
+
+def is_number(value: Any) -> bool:
+    return isinstance(value, Real) and not isinstance(value, bool)
+
+
+def same_setting(a: Any, b: Any) -> bool:
+    """Equality of config values, numbers within ``SETTING_TOLERANCE``; lists and dicts compared item by item."""
+    if is_number(a) and is_number(b):
+        return (math.isclose(float(a), float(b), rel_tol=0.0, abs_tol=SETTING_TOLERANCE)
+                or (math.isnan(a) and math.isnan(b)))
+    if isinstance(a, bool) or isinstance(b, bool):
+        return isinstance(a, bool) and isinstance(b, bool) and a == b
+    if isinstance(a, Mapping) and isinstance(b, Mapping):
+        return a.keys() == b.keys() and all(same_setting(a[k], b[k]) for k in a)
+    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
+        return len(a) == len(b) and all(same_setting(x, y) for x, y in zip(a, b))
+    return type(a) is type(b) and a == b
 
 
 @dataclass(frozen=True)
@@ -37,12 +65,43 @@ class Run:
         return self.config["retriever"]
 
     @property
+    def retriever_name(self) -> str:
+        """The retriever's folder name (``results/runs/<dataset>/<retriever>/<encoder>/<run id>``)."""
+        return self.folder.parts[-3]
+
+    @property
+    def encoder_label(self) -> str:
+        return self.folder.parts[-2]
+
+    @property
+    def created(self) -> float:
+        """``provenance.created`` as a timestamp (−inf when absent or unreadable)."""
+        stamp = (self.metrics.get("provenance") or {}).get("created")
+        if not stamp:
+            return -math.inf
+        for parse in (lambda s: datetime.strptime(s, "%Y-%m-%dT%H:%M:%S%z"), datetime.fromisoformat):
+            with contextlib.suppress(ValueError, TypeError):
+                return parse(stamp).timestamp()
+        return -math.inf
+
+    @property
+    def preference(self) -> tuple[bool, float, str]:
+        """Which of several runs of one setting a table keeps (largest wins): the faithful engine (runs without
+        an engine count as faithful), then the newest, then the folder name."""
+        return (self.retriever.get("engine", "faithful") == "faithful", self.created, self.folder.name)
+
+    @property
     def seeds(self) -> tuple[int, ...]:
         return tuple(self.config["dataset"].get("seeds") or ())
 
     def per_unit(self, metric: str) -> dict[str, float]:
         """``{"split::query_id": value}`` over scored rows: the units of a paired test."""
         return {f"{r['split']}::{r['query_id']}": r["metrics"][metric] for r in self.rows if r["excluded"] is None}
+
+
+def preferred(runs: Iterable[Run]) -> Run | None:
+    """The run a table keeps among runs of one setting (see :attr:`Run.preference`); None when there is none."""
+    return max(runs, key=lambda run: run.preference, default=None)
 
 
 def complete_runs(results_dir: str | Path) -> list[Run]:
