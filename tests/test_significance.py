@@ -30,3 +30,12 @@ def test_no_difference_gives_p_one() -> None:
     assert (result.delta, result.p_value) == (0.0, 1.0)
     noisy = {k: v + (0.01 if i % 2 else -0.01) for i, (k, v) in enumerate(same.items())}
     assert paired_bootstrap(noisy, same, resamples=2000).p_value > 0.5
+
+
+def test_p_text_and_significance_mark() -> None:
+    from memrepro.evaluation.significance import PairedResult
+
+    never_crossed = PairedResult(0.1, 0.05, 0.15, 0.0, 30, 10_000, 13)
+    assert never_crossed.p_text() == "p<0.0001" and never_crossed.significant
+    borderline = PairedResult(0.1, -0.01, 0.2, 0.05, 30, 500, 13)
+    assert borderline.p_text() == "p=0.0500" and not borderline.significant  # strictly below 0.05

@@ -15,6 +15,9 @@ import numpy as np
 from scipy import stats
 
 
+SIGNIFICANCE_LEVEL = 0.05  # tables mark a difference whose two-sided p is below it
+
+
 @dataclass(frozen=True)
 class PairedResult:
     delta: float
@@ -24,6 +27,14 @@ class PairedResult:
     n: int
     resamples: int
     seed: int
+
+    @property
+    def significant(self) -> bool:
+        return self.p_value < SIGNIFICANCE_LEVEL
+
+    def p_text(self) -> str:
+        """``p=0.0123``, or ``p<0.0001`` when no resample crossed zero (the bootstrap's resolution is 1/resamples)."""
+        return f"p<{1 / self.resamples:.4f}" if self.p_value == 0 else f"p={self.p_value:.4f}"
 
 
 def aligned_differences(a: Mapping[str, float], b: Mapping[str, float]) -> np.ndarray:

@@ -21,7 +21,6 @@ COLUMNS = {"mrr": "FULL MRR", "hit@1": "H@1", "recall_list@10": "R@10", "hit@10"
 PAPER = "convmemory.headline_locomo.methods."
 PAPER_KEYS = {"mrr": "mrr", "hit@1": "hit_at_1", "recall_list@10": "recall_at_10", "hit@10": "hit_at_10"}
 ARM_PAPER = "convmemory.v2_ablation_locomo.arms."
-SIGNIFICANCE_LEVEL = 0.05  # "*": the paired bootstrap's two-sided p is below it
 
 
 def _is_locomo(run: Run) -> bool:
@@ -69,10 +68,6 @@ def _seed_note(run: Run) -> str:
     return note + _not_comparable(run)
 
 
-def _p(value: float, resamples: int) -> str:
-    return f"p<{1 / resamples:.4f}" if value == 0 else f"p={value:.4f}"
-
-
 def _cell(run: Run, metric: str) -> str:
     summary = run.metrics["summary"]
     std = summary["split_std"].get(metric)
@@ -100,8 +95,8 @@ def main_table(selected: dict[str, Any], resamples: int = 10_000) -> pd.DataFram
                 test = paired_bootstrap(run.per_unit("mrr"), {k: v for k, v in dense.per_unit("mrr").items()
                                                             if k in run.per_unit("mrr")}, resamples)
                 row["ΔMRR vs dense [95% CI], p"] = (f"{test.delta:+.4f} [{test.ci_low:+.4f}, {test.ci_high:+.4f}], "
-                                                    f"{_p(test.p_value, resamples)}")
-                if test.p_value < SIGNIFICANCE_LEVEL:
+                                                    f"{test.p_text()}")
+                if test.significant:
                     row[COLUMNS["mrr"]] += " *"
         if paper_key:
             row["paper (R@10 / MRR / H@1 / Hit@10)"] = " / ".join(
@@ -133,8 +128,8 @@ def ablation_table(selected: dict[str, Any], resamples: int = 10_000) -> pd.Data
                     test = paired_bootstrap(units, {k: v for k, v in other.per_unit("mrr").items() if k in units},
                                             resamples)
                     row[f"Δ {name} [95% CI], p"] = (f"{test.delta:+.4f} [{test.ci_low:+.4f}, {test.ci_high:+.4f}], "
-                                                   f"{_p(test.p_value, resamples)}")
-                    if name == "vs full text" and test.p_value < SIGNIFICANCE_LEVEL:
+                                                   f"{test.p_text()}")
+                    if name == "vs full text" and test.significant:
                         row["ours FULL MRR"] += " *"
         rows.append(row)
     return pd.DataFrame(rows).fillna("")

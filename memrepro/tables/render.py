@@ -31,7 +31,8 @@ def markdown(frame: pd.DataFrame, bold: pd.DataFrame | None = None) -> str:
 
 # pdflatex without extra packages has no glyphs for these; pandas escapes LaTeX specials but leaves Unicode alone
 LATEX_SYMBOLS = {"—": "--", "−": "-", "Δ": r"$\Delta$", "→": r"$\rightarrow$", "≤": r"$\le$", "≥": r"$\ge$",
-                 "±": r"$\pm$", "×": r"$\times$", "·": r"$\cdot$", "α": r"$\alpha$", "τ": r"$\tau$", "≈": r"$\approx$"}
+                 "±": r"$\pm$", "×": r"$\times$", "·": r"$\cdot$", "α": r"$\alpha$", "τ": r"$\tau$",
+                 "≈": r"$\approx$"}
 
 
 def latex(frame: pd.DataFrame, bold: pd.DataFrame | None = None, caption: str | None = None) -> str:

@@ -31,7 +31,6 @@ PRESETS_DIR = Path(__file__).resolve().parents[2] / "conf" / "retriever"
 VARIANT_DEFAULTS = {"clustering": "kmeans", "mixing": "alpha", "expansion": "cluster", "full_exploration": False,
                     "final_rerank": "none"}
 IGNORED_KEYS = {"defaults", *NON_MEASURING_RETRIEVER_KEYS}
-SIGNIFICANCE_LEVEL = 0.05
 
 # paper encoder -> (our encoder label or None, why a cell is not comparable; empty when it is)
 ENCODERS: dict[str, tuple[str | None, str]] = {
@@ -205,12 +204,11 @@ def significance(rows: Sequence[Row], baseline: Callable[[Row], Row | None], col
             if set(a) != set(b):
                 continue
             test = paired_bootstrap(a, b, resamples)
-            if test.p_value < SIGNIFICANCE_LEVEL:
+            if test.significant:
                 row.marks[label] = "*"
-            p = f"p<{1 / resamples:.4f}" if test.p_value == 0 else f"p={test.p_value:.4f}"
             versus = base.method if base.block == row.block else f"{base.method} ({base.block})"
             notes.append(f"{row.block}, {label}: {row.method} − {versus} = {test.delta:+.4f} "
-                         f"[95% CI {test.ci_low:+.4f}, {test.ci_high:+.4f}], {p} (paired bootstrap, "
+                         f"[95% CI {test.ci_low:+.4f}, {test.ci_high:+.4f}], {test.p_text()} (paired bootstrap, "
                          f"{test.n} queries, {resamples} resamples, seed {test.seed})")
     return notes
 
