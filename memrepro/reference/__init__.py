@@ -17,12 +17,7 @@ def reference_numbers() -> dict[str, Any]:
 
 def reference_value(path: str) -> Any:
     """``reference_value("convmemory.headline_locomo.methods.raw_dense_mpnet.mrr")`` → 0.3254."""
-    node: Any = reference_numbers()
-    for part in path.split("."):
-        if not isinstance(node, dict) or part not in node:
-            raise KeyError(f"no reference number at {path!r} (missing {part!r})")
-        node = node[part]
-    return node
+    return reference_at(*path.split("."))
 
 
 def reference_at(*keys: str) -> Any:

@@ -149,11 +149,11 @@ def reproduction_cells(selected: dict[str, Any]) -> list[Cell]:
             ("full-pool cross-encoder (top-500)", selected["fullpool"], "mxbai_rerank_large_v1_top500",
              "missing: mixedbread-ai/mxbai-rerank-large-v1 weights are not available offline"))
     for label, run, paper_key, reason in rows:
+        if run is not None and not reason:
+            reason = _not_comparable(run).strip(" []")
         for metric, column in COLUMNS.items():
             paper = reference_value(PAPER + paper_key + "." + PAPER_KEYS[metric])
             ours = None if run is None else run.metrics["summary"]["split_mean"].get(metric)
-            if run is not None and not reason:
-                reason = _not_comparable(run).strip(" []")
             cells.append(Cell("convmemory_locomo", label, column, ours, paper,
                               reason if run is not None or reason.startswith("missing") else "missing: not run"))
     for arm in ("full_text", "no_memory_text", "random_other_query_text", "shuffled_memory_text", "scalar_only"):

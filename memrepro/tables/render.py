@@ -15,7 +15,8 @@ from typing import Sequence
 import pandas as pd
 
 
-def _atomic_write(target: Path, text: str) -> None:
+def write_text_atomic(target: Path, text: str) -> None:
+    """Write through a temporary sibling and rename, so a reader never sees half a file."""
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = target.with_name(f".{target.name}.tmp-{os.getpid()}")
     tmp.write_text(text, encoding="utf-8")
@@ -53,7 +54,8 @@ def write_table(frame: pd.DataFrame, out_dir: Path, name: str, title: str, *, bo
     """``<name>.md`` (title, table, notes), ``<name>.tex`` and ``<name>.csv``; returns the paths written."""
     notes_md = "".join(f"\n- {note}" for note in notes)
     paths = [out_dir / f"{name}.md", out_dir / f"{name}.tex", out_dir / f"{name}.csv"]
-    _atomic_write(paths[0], f"# {title}\n\n{markdown(frame, bold)}\n" + (f"\n{notes_md.lstrip()}\n" if notes else ""))
-    _atomic_write(paths[1], latex(frame, bold, caption=title))
-    _atomic_write(paths[2], frame.to_csv(index=False))
+    notes_block = f"\n{notes_md.lstrip()}\n" if notes else ""
+    write_text_atomic(paths[0], f"# {title}\n\n{markdown(frame, bold)}\n" + notes_block)
+    write_text_atomic(paths[1], latex(frame, bold, caption=title))
+    write_text_atomic(paths[2], frame.to_csv(index=False))
     return paths

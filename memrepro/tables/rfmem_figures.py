@@ -17,6 +17,7 @@ from typing import Any, Sequence
 import pandas as pd
 
 from memrepro.tables import figures
+from memrepro.tables.render import write_text_atomic
 from memrepro.tables.rfmem import familiarity_settings, recollection_settings
 from memrepro.tables.runs import NON_MEASURING_RETRIEVER_KEYS as IGNORE, Run
 
@@ -97,11 +98,8 @@ def render_figures(runs: Sequence[Run], out_dir: Path) -> list[str]:
 
 
 def write_index(lines: Sequence[str], out_dir: Path) -> Path:
-    out_dir.mkdir(parents=True, exist_ok=True)
     target = out_dir / "README.md"
-    tmp = target.with_name(".README.md.tmp")
-    tmp.write_text("# RF-Mem figures from our sweeps\n\nRendered by `python -m memrepro tables` from `results/runs` "
-                   "(PNG and PDF). Each line names the figure's files or why it is absent.\n\n"
-                   + "\n".join(lines) + "\n", encoding="utf-8")
-    tmp.replace(target)
+    write_text_atomic(target, "# RF-Mem figures from our sweeps\n\nRendered by `python -m memrepro tables` from "
+                      "`results/runs` (PNG and PDF). Each line names the figure's files or why it is absent.\n\n"
+                      + "\n".join(lines) + "\n")
     return target

@@ -531,10 +531,11 @@ def pool_span_coordinates(pools: torch.Tensor, lengths: torch.Tensor, queries: t
 
     Recollection only ever combines a query with its own pool (searches, MMR Gram matrices, k-means, member means,
     child queries ``norm(α·q + (1−α)·c + q0)``), so everything it computes lies in ``span(pool) + q0``. With a QR
-    factorisation ``poolᵀ = Q·R`` (float64, Householder: ``Q`` orthonormal whatever the rank), a memory's
-    coordinates are its column of ``R`` and a query's are ``Qᵀ·q0`` plus one coordinate for the part of ``q0``
-    outside the pool's span. Inner products, norms and means are those of the original vectors up to float
-    rounding, and the engine then works on ``L + 1`` instead of ``d`` dimensions (111 vs 768 on PersonaBench).
+    factorisation ``poolᵀ = Q·R`` (``QR_DTYPE``, Householder: ``Q`` orthonormal whatever the rank; the query
+    products in float64), a memory's coordinates are its column of ``R`` and a query's are ``Qᵀ·q0`` plus one
+    coordinate for the part of ``q0`` outside the pool's span. Inner products, norms and means are those of the
+    original vectors up to float rounding, and the engine then works on ``L + 1`` instead of ``d`` dimensions (111
+    vs 768 on PersonaBench).
     Rounding is not the faithful engine's, so a ranking can differ where two scores tie to about 1e-7; exact
     duplicates keep bitwise-equal coordinates (copied from their first occurrence), as the tie rule needs.
 
@@ -557,13 +558,14 @@ def pool_span_coordinates(pools: torch.Tensor, lengths: torch.Tensor, queries: t
         coords = torch.gather(coords, 1, first.unsqueeze(-1).expand(-1, -1, L + 1))
     q64 = queries.to(torch.float64)
     b = len(queries)
-    inside = torch.empty((b, m), dtype=torch.float64, device=pools.device)
     per_pool = torch.bincount(pool_of_query, minlength=E)
     if b == E and bool((per_pool == 1).all()):  # one query per pool (LongMemEval): one batched product
-        query_of_pool = torch.empty_like(pool_of_query).scatter_(0, pool_of_query, torch.arange(b, device=pools.device))
+        positions = torch.arange(b, device=pools.device)
+        query_of_pool = torch.empty_like(pool_of_query).scatter_(0, pool_of_query, positions)
         by_pool = torch.bmm(q_mat.transpose(1, 2), q64.index_select(0, query_of_pool).unsqueeze(-1)).squeeze(-1)
         inside = by_pool.index_select(0, pool_of_query)
     else:  # few pools shared by many queries (PersonaBench, LoCoMo): one product per pool, no basis copies
+        inside = torch.empty((b, m), dtype=torch.float64, device=pools.device)
         for e in per_pool.nonzero().squeeze(1).tolist():
             members = (pool_of_query == e).nonzero().squeeze(1)
             inside[members] = q64.index_select(0, members) @ q_mat[e]

@@ -97,12 +97,12 @@ def _recollect_batched_chunks(engine: BatchedRecollect, query_vectors: np.ndarra
     results: list[RecollectionResult] = []
     queries = torch.as_tensor(np.asarray(query_vectors, dtype=np.float32), device=index.device)
     rows = index.rows(episode_ids)
+    if project:  # lazily, like the engine: the faithful engine must not depend on the batched module
+        from memrepro.retrievers.rfmem.batched import pool_span_coordinates
     for start in range(0, len(episode_ids), chunk):
         row_chunk = rows[start:start + chunk]
         lengths = index.lengths.index_select(0, row_chunk)
         if project:
-            from memrepro.retrievers.rfmem.batched import pool_span_coordinates
-
             distinct, pool_of_query = torch.unique(row_chunk, return_inverse=True)
             coords, q_coords, ids = pool_span_coordinates(index.matrix.index_select(0, distinct),
                                                           index.lengths.index_select(0, distinct),
