@@ -172,6 +172,7 @@ class RuntimeConfig:
     torch_threads: Optional[int] = None
     progress: bool = True
     batch_size: int = 1024  # queries per retriever call in the batched pass
+    checkpoint_every_s: float = 60.0  # finished batches are saved at most this often (0: every batch); see resume.py
 
 
 @dataclass

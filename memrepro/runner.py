@@ -27,6 +27,7 @@ from memrepro.evaluation.freeze import TIE_RULE, FrozenRanking, freeze
 from memrepro.evaluation.metrics import compute_metrics
 from memrepro.models.encoder import CachedEncoder, resolve_device
 from memrepro.provenance import config_hash, git_commit, hardware, package_versions
+from memrepro.resume import RetrievalCheckpoint
 from memrepro.results import RunWriter, is_complete, read_metrics, run_dir
 from memrepro.retrievers.base import RetrievalInput, Retriever
 from memrepro.search import EpisodeIndex, build_index
@@ -100,11 +101,15 @@ def run(cfg: DictConfig) -> RunOutcome:
         log.info("run %s is complete: skipped (set overwrite=true to redo it)", folder)
         return RunOutcome(folder, True, read_metrics(folder), {"query": 0, "document": 0})
 
+    checkpoint = RetrievalCheckpoint.for_run(folder, float(cfg.runtime.checkpoint_every_s))
+    if cfg.overwrite:
+        checkpoint.discard()
     index, query_vectors, cached = encode_and_index(benchmark, encoder, Path(cfg.paths.cache_dir), device,
                                                     bool(cfg.runtime.progress), timings)
 
     rankings, traces, timings["retrieve_s"], n_retrieved = _retrieve_all(benchmark, retriever, index, query_vectors,
-                                                                        int(cfg.runtime.batch_size))
+                                                                        int(cfg.runtime.batch_size), checkpoint,
+                                                                        timings)
     batch1 = _batch1_latency(benchmark, retriever, index, query_vectors, int(cfg.latency.batch1_queries),
                              int(cfg.latency.warmup), device)
 
@@ -162,6 +167,7 @@ def run(cfg: DictConfig) -> RunOutcome:
     except BaseException:
         writer.abort()
         raise
+    checkpoint.discard()
     log.info("wrote %s", folder)
     return RunOutcome(folder, False, metrics_doc, dict(cached.encoded))
 
@@ -203,26 +209,38 @@ def _inputs(queries: list[Query]) -> list[RetrievalInput]:
 
 
 def _retrieve_all(benchmark: Benchmark, retriever: Retriever, index: EpisodeIndex,
-                  query_vectors: Mapping[str, np.ndarray], batch_size: int):
-    rankings: dict[tuple[str, str], FrozenRanking] = {}
-    traces: dict[tuple[str, str], dict] = {}
-    elapsed, n = 0.0, 0
-    for split in benchmark.splits:
-        if hasattr(retriever, "for_split"):  # e.g. a cascade with one trained checkpoint per split seed
-            retriever.for_split(split)
-        queries = list(benchmark.split_queries(split))
-        for start in range(0, len(queries), batch_size):
-            batch = queries[start:start + batch_size]
-            vectors = np.stack([query_vectors[q.id] for q in batch]) if batch else np.zeros((0, 1), np.float32)
-            began = time.perf_counter()
-            retrieved = retriever.retrieve(_inputs(batch), vectors, index)
-            _sync(index)
-            elapsed += time.perf_counter() - began
-            n += len(batch)
-            for query, result in zip(batch, retrieved):
-                episode = benchmark.episodes[query.episode_id]
-                rankings[(split.name, query.id)] = freeze(query.id, result.hits, episode, retriever.order)
-                traces[(split.name, query.id)] = result.trace
+                  query_vectors: Mapping[str, np.ndarray], batch_size: int, checkpoint: RetrievalCheckpoint,
+                  timings: dict[str, float]):
+    """The batched pass. Queries found in the checkpoint are not retrieved again; every finished batch is handed
+    to it, and what is pending is written when anything (an error, Ctrl-C) stops the pass."""
+    restored = checkpoint.load()
+    rankings, traces, elapsed = restored.rankings, restored.traces, restored.retrieve_s
+    timings["resumed_queries"] = len(rankings)
+    if rankings:
+        log.info("resuming: %d queries retrieved earlier (%s)", len(rankings), checkpoint.path)
+    n = len(rankings)
+    try:
+        for split in benchmark.splits:
+            queries = [q for q in benchmark.split_queries(split) if (split.name, q.id) not in rankings]
+            if queries and hasattr(retriever, "for_split"):  # e.g. one trained cross-encoder per split seed
+                retriever.for_split(split)
+            for start in range(0, len(queries), batch_size):
+                batch = queries[start:start + batch_size]
+                vectors = np.stack([query_vectors[q.id] for q in batch])
+                began = time.perf_counter()
+                retrieved = retriever.retrieve(_inputs(batch), vectors, index)
+                _sync(index)
+                seconds = time.perf_counter() - began
+                elapsed += seconds
+                n += len(batch)
+                frozen = [freeze(q.id, r.hits, benchmark.episodes[q.episode_id], retriever.order)
+                          for q, r in zip(batch, retrieved)]
+                for query, ranking, result in zip(batch, frozen, retrieved):
+                    rankings[(split.name, query.id)] = ranking
+                    traces[(split.name, query.id)] = result.trace
+                checkpoint.add(split.name, frozen, [r.trace for r in retrieved], seconds)
+    finally:
+        checkpoint.flush()
     return rankings, traces, elapsed, n
 
 

@@ -141,8 +141,16 @@ def test_train_smoke_then_cascade_end_to_end(tmp_path: Path, fixtures_dir: Path)
     dense = _cli("run", f"dataset.file={TWO}", "dataset.seeds=[7]", "encoder=fake", "retriever=dense",
                  "latency.batch1_queries=0", tmp=tmp_path, data_dir=fixtures_dir)
     assert dense.returncode == 0
+    fullpool = _cli("run", f"dataset.file={TWO}", "dataset.seeds=[7]", "encoder=fake", "retriever=fullpool_trained",
+                    f"retriever.cross_encoder.template='{template}'", "retriever.pool=5", "latency.batch1_queries=1",
+                    "latency.warmup=0", tmp=tmp_path, data_dir=fixtures_dir)
+    assert fullpool.returncode == 0, fullpool.stderr[-2000:]
     runs = {p.parent.parts[-3]: p.parent for p in (tmp_path / "results").rglob(COMPLETE)}
     rows = {name: [json.loads(line) for line in open(folder / "queries.jsonl")] for name, folder in runs.items()}
+    for pool_row, dense_row in zip(rows["fullpool"], rows["dense"]):
+        assert pool_row["trace"]["pool"] == min(5, len(dense_row["top"]))
+        assert {m for m, _ in pool_row["top"][:5]} == {m for m, _ in dense_row["top"][:5]}  # the pool is reordered
+        assert [m for m, _ in pool_row["top"][5:]] == [m for m, _ in dense_row["top"][5:]]  # the tail is not
     for cascade_row, dense_row in zip(rows["cascade"], rows["dense"]):
         assert {m for m, _ in cascade_row["top"][:10]} == {m for m, _ in dense_row["top"][:10]}
         assert cascade_row["metrics"]["hit@10"] == dense_row["metrics"]["hit@10"]
@@ -154,6 +162,7 @@ def test_train_smoke_then_cascade_end_to_end(tmp_path: Path, fixtures_dir: Path)
     assert tables_main(["--results", str(tmp_path / "results"), "--resamples", "200"]) == 0
     table = (tmp_path / "results" / "tables" / "convmemory_locomo.md").read_text()
     assert "raw dense" in table and "v2 cascade over raw dense (seeds 7 only)" in table
+    assert "full-pool cross-encoder (top-500), our per-seed checkpoints (seeds 7 only)" in table
     assert "not comparable: file locomo/locomo10_two_conversations.json, encoder fake-bow-64d" in table
     assert "0.3254" in table  # the paper's raw dense MRR beside ours
     ablation = (tmp_path / "results" / "tables" / "convmemory_ablation.csv").read_text()

@@ -61,7 +61,8 @@ def local_cross_encoder(tmp_path_factory) -> Path:
     return folder
 
 
-CROSS_ENCODER_RETRIEVERS = {"cascade", "cascade_published", "fullpool"}
+CROSS_ENCODER_RETRIEVERS = {"cascade", "cascade_published", "fullpool", "fullpool_trained"}
+PER_SEED_CROSS_ENCODERS = {"cascade", "fullpool_trained"}
 
 
 @pytest.mark.parametrize("name", sorted(set(options("retriever")) - CROSS_ENCODER_RETRIEVERS))
@@ -72,8 +73,8 @@ def test_retriever_configs_instantiate(name: str) -> None:
 
 @pytest.mark.parametrize("name", sorted(CROSS_ENCODER_RETRIEVERS))
 def test_cross_encoder_retriever_configs_instantiate(name: str, local_cross_encoder: Path) -> None:
-    override = (f"retriever.cross_encoder.template='{local_cross_encoder.parent}/seed{{seed}}'" if name == "cascade"
-                else f"retriever.cross_encoder.path={local_cross_encoder}")
+    override = (f"retriever.cross_encoder.template='{local_cross_encoder.parent}/seed{{seed}}'"
+                if name in PER_SEED_CROSS_ENCODERS else f"retriever.cross_encoder.path={local_cross_encoder}")
     retriever = instantiate(composed(f"retriever={name}", override, "runtime.device=cpu").retriever)
     assert retriever.name in {"cascade", "fullpool"} and retriever.first_stage.name == "dense"
 

@@ -271,7 +271,8 @@ def test_convmemory_tables_mark_significant_deltas_and_give_cells(tmp_path: Path
 
     units = [f"q{i}" for i in range(60)]
 
-    def locomo_run(name: str, retriever: dict[str, Any], mrr: list[float]) -> None:
+    def locomo_run(name: str, retriever: dict[str, Any], mrr: list[float], batch1_ms: float | None = None,
+                   cross_encoder: str | None = None) -> None:
         folder = tmp_path / "runs" / "locomo" / name / "all-mpnet-base-v2" / hashlib.sha256(
             json.dumps(retriever, sort_keys=True).encode()).hexdigest()[:16]
         folder.mkdir(parents=True)
@@ -282,7 +283,9 @@ def test_convmemory_tables_mark_significant_deltas_and_give_cells(tmp_path: Path
         values = {"mrr": mean, "hit@1": 0.2, "recall_list@10": 0.5, "hit@10": 0.6}
         metrics = {"dataset": "locomo", "summary": {"split_mean": values, "split_std": {k: 0.01 for k in values},
                                                     "pooled": values},
-                   "latency": {"batch1": {"n": 0}}, "retriever": {"name": name}, "encoder": {"label": "mpnet"},
+                   "latency": {"batch1": {"n": 10, "mean_ms": batch1_ms} if batch1_ms else {"n": 0}},
+                   "retriever": {"name": name, **({"cross_encoder": cross_encoder} if cross_encoder else {})},
+                   "encoder": {"label": "mpnet"},
                    "provenance": {"created": "2026"}}
         (folder / "metrics.json").write_text(json.dumps(metrics))
         rows = [{"split": "7", "query_id": q, "excluded": None, "metrics": {"mrr": v}} for q, v in zip(units, mrr)]
@@ -293,18 +296,32 @@ def test_convmemory_tables_mark_significant_deltas_and_give_cells(tmp_path: Path
     base = [0.5 if i % 2 else 0.25 for i in range(60)]
     locomo_run("dense", dense, base)
     cascade = {"_target_": "memrepro.retrievers.cascade.CascadeRetriever", "first_stage": dense}
-    locomo_run("cascade", {**cascade, "arm": "full_text"}, [v + 0.25 * (i % 3 == 0) for i, v in enumerate(base)])
+    per_seed = {"template": "models/cross_encoder/abc/seed{seed}"}
+    locomo_run("cascade", {**cascade, "arm": "full_text", "cross_encoder": per_seed},
+               [v + 0.25 * (i % 3 == 0) for i, v in enumerate(base)], batch1_ms=80.0,
+               cross_encoder="seed47 (fine-tuned by memrepro from MiniLM)")
     locomo_run("cascade", {**cascade, "arm": "scalar_only"}, [v + 0.25 * (i % 3 == 0) for i, v in enumerate(base)])
+    fullpool = {"_target_": "memrepro.retrievers.fullpool.FullPoolRetriever", "first_stage": dense,
+                "cross_encoder": per_seed, "pool": 500}
+    locomo_run("fullpool", fullpool, base, batch1_ms=2000.0, cross_encoder="seed47 (fine-tuned by memrepro from MiniLM)")
     selected = select(complete_runs(tmp_path))
+    assert selected["fullpool"] is None and selected["fullpool_trained"] is not None
     main = main_table(selected, resamples=500).set_index("method")
     assert main.loc["v2 cascade over raw dense", "FULL MRR"].endswith(" *")  # +0.0833 on every third question
     assert not main.loc["raw dense", "FULL MRR"].endswith("*")
+    trained = main.loc["full-pool cross-encoder (top-500), our per-seed checkpoints"]
+    assert trained["cost vs cascade"] == "25×" and main.loc["v2 cascade over raw dense", "cost vs cascade"] == "1×"
+    assert trained["model"] == "seed{7,11,23,31,47} (fine-tuned by memrepro from MiniLM)"  # one per seed
+    assert main.loc["full-pool cross-encoder (top-500), published model", "FULL MRR"] == "not run"
     ablation = ablation_table(selected, resamples=500).set_index("arm")
     assert not ablation.loc["scalar_only", "ours FULL MRR"].endswith("*")  # same rows as full text: Δ = 0
     cells = {(c.table, c.row, c.column): c for c in reproduction_cells(selected)}
     assert cells[("convmemory_locomo", "raw dense", "H@1")].verdict == "OKish"  # 0.2 vs 0.1937, same setting
     assert cells[("convmemory_locomo", "raw dense", "Hit@10")].verdict == "FAIL"  # 0.6 vs 0.5894
-    assert cells[("convmemory_locomo", "full-pool cross-encoder (top-500)", "R@10")].verdict.startswith("missing")
+    published = cells[("convmemory_locomo", "full-pool cross-encoder (top-500), published model", "R@10")]
+    assert published.verdict.startswith("missing: mixedbread-ai")
+    ours = cells[("convmemory_locomo", "full-pool cross-encoder (top-500), our per-seed checkpoints", "R@10")]
+    assert ours.ours == 0.5 and ours.verdict.startswith("not comparable: our cross-encoders")
     assert cells[("convmemory_ablation", "no_memory_text", "FULL MRR")].verdict == "missing: not run"
 
 

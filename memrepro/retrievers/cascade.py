@@ -85,7 +85,29 @@ def protected_rerank(positions: np.ndarray, first_scores: np.ndarray, ce_scores:
                 np.concatenate([ce_scores[:n][order], first_scores[n:]]).astype(np.float32))
 
 
-class CascadeRetriever:
+class CrossEncoderStage:
+    """A retriever's cross-encoder: one scorer, or one per split seed (``PerSeedCheckpoints``: a callable that
+    returns the scorer trained on that split's dev conversations), chosen by the runner's ``for_split``."""
+
+    name: str
+
+    def _set_cross_encoder(self, cross_encoder: CrossEncoderScorer | Callable[[Split], Any]) -> None:
+        self._scorer_for = cross_encoder if callable(cross_encoder) and not isinstance(
+            cross_encoder, CrossEncoderScorer) else None
+        self.scorer = None if self._scorer_for else cross_encoder
+
+    def for_split(self, split: Split) -> None:
+        if self._scorer_for is not None:
+            self.scorer = self._scorer_for(split)
+
+    def _check_ready(self, index: EpisodeIndex) -> None:
+        if self.scorer is None:
+            raise RuntimeError(f"{self.name}: no cross-encoder for this split (call for_split first)")
+        if index.episodes is None:
+            raise ValueError(f"{self.name} needs memory texts: build the index with its episodes")
+
+
+class CascadeRetriever(CrossEncoderStage):
     name = "cascade"
     order: Literal["score", "native"] = "native"
     timed_region = "first stage + cross-encoder rerank of the top 10 (query vector given)"
@@ -95,21 +117,11 @@ class CascadeRetriever:
         if arm not in ARMS:
             raise ValueError(f"cascade arm must be one of {ARMS}, got {arm!r}")
         self.first_stage, self.protected, self.arm, self.arm_seed = first_stage, protected, arm, arm_seed
-        self._scorer_for = cross_encoder if callable(cross_encoder) and not isinstance(
-            cross_encoder, CrossEncoderScorer) else None
-        self.scorer = None if self._scorer_for else cross_encoder
-
-    def for_split(self, split: Split) -> None:
-        """Per-seed checkpoints: the scorer trained on this split's dev conversations."""
-        if self._scorer_for is not None:
-            self.scorer = self._scorer_for(split)
+        self._set_cross_encoder(cross_encoder)
 
     def retrieve(self, queries: Sequence[RetrievalInput], query_vectors: np.ndarray,
                  index: EpisodeIndex) -> list[Retrieved]:
-        if self.scorer is None:
-            raise RuntimeError("cascade: no cross-encoder for this split (call for_split first)")
-        if index.episodes is None:
-            raise ValueError("cascade needs memory texts: build the index with its episodes")
+        self._check_ready(index)
         first = self.first_stage.retrieve(queries, query_vectors, index)
         rng = np.random.default_rng(self.arm_seed)
         prefixes = [self._candidates(q, r.hits, index) for q, r in zip(queries, first)]

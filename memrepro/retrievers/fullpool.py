@@ -5,28 +5,30 @@ in first-stage order. Ties in the CE score keep first-stage order (the original'
 from __future__ import annotations
 
 import time
-from typing import Literal, Sequence
+from typing import Any, Callable, Literal, Sequence
 
 import numpy as np
 
 from memrepro.models.cross_encoder import CrossEncoderScorer
 from memrepro.retrievers.base import RetrievalInput, Retrieved, Retriever
-from memrepro.retrievers.cascade import protected_rerank
+from memrepro.retrievers.cascade import CrossEncoderStage, protected_rerank
 from memrepro.search import EpisodeIndex
+from memrepro.types import Split
 
 
-class FullPoolRetriever:
+class FullPoolRetriever(CrossEncoderStage):
     name = "fullpool"
     order: Literal["score", "native"] = "native"
     timed_region = "first stage + cross-encoder rerank of the pool (query vector given)"
 
-    def __init__(self, first_stage: Retriever, cross_encoder: CrossEncoderScorer, pool: int = 500) -> None:
-        self.first_stage, self.scorer, self.pool = first_stage, cross_encoder, pool
+    def __init__(self, first_stage: Retriever, cross_encoder: CrossEncoderScorer | Callable[[Split], Any],
+                 pool: int = 500) -> None:
+        self.first_stage, self.pool = first_stage, pool
+        self._set_cross_encoder(cross_encoder)
 
     def retrieve(self, queries: Sequence[RetrievalInput], query_vectors: np.ndarray,
                  index: EpisodeIndex) -> list[Retrieved]:
-        if index.episodes is None:
-            raise ValueError("fullpool needs memory texts: build the index with its episodes")
+        self._check_ready(index)
         out = []
         for query, result in zip(queries, self.first_stage.retrieve(queries, query_vectors, index)):
             memories = index.episodes[query.episode_id].memories
@@ -40,4 +42,4 @@ class FullPoolRetriever:
 
     def describe(self) -> dict:
         return {"name": self.name, "first_stage": self.first_stage.describe(), "pool": self.pool,
-                "cross_encoder": self.scorer.label}
+                "cross_encoder": getattr(self.scorer, "label", "per-split")}

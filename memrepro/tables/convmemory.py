@@ -7,6 +7,7 @@ seeds says so; deltas are paired bootstraps over the (seed, question) units both
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pandas as pd
@@ -17,6 +18,8 @@ from memrepro.tables.reproduction import Cell
 from memrepro.tables.runs import Run
 
 SEEDS = (7, 11, 23, 31, 47)
+FULLPOOL_TRAINED = "full-pool cross-encoder (top-500), our per-seed checkpoints"
+FULLPOOL = "full-pool cross-encoder (top-500), published model"
 COLUMNS = {"mrr": "FULL MRR", "hit@1": "H@1", "recall_list@10": "R@10", "hit@10": "Hit@10"}
 PAPER = "convmemory.headline_locomo.methods."
 PAPER_KEYS = {"mrr": "mrr", "hit@1": "hit_at_1", "recall_list@10": "recall_at_10", "hit@10": "hit_at_10"}
@@ -58,8 +61,25 @@ def select(runs: list[Run]) -> dict[str, Any]:
     for run in cascades:
         arm = run.retriever.get("arm", "full_text")
         arms[arm] = _pick([r for r in (arms.get(arm), run) if r is not None])
-    fullpool = _pick([r for r in locomo if r.retriever.get("_target_", "").endswith("FullPoolRetriever")])
-    return {"dense": dense, "arms": arms, "fullpool": fullpool}
+    fullpools = [r for r in locomo if r.retriever.get("_target_", "").endswith("FullPoolRetriever")]
+    return {"dense": dense, "arms": arms,
+            "fullpool": _pick([r for r in fullpools if not _per_seed(r)]),
+            "fullpool_trained": _pick([r for r in fullpools if _per_seed(r)])}
+
+
+def _per_seed(run: Run) -> bool:
+    """Scored by one `memrepro train` checkpoint per split seed (ours), not by a published model."""
+    return "template" in (run.config["retriever"].get("cross_encoder") or {})
+
+
+def _model_label(run: Run) -> str:
+    ce = run.metrics["retriever"].get("cross_encoder")
+    if not isinstance(ce, str):
+        return run.metrics["encoder"]["label"]
+    if _per_seed(run):  # describe() names the last split's checkpoint; every seed had its own
+        seeds = ",".join(str(s) for s in sorted(set(run.seeds)))
+        return re.sub(r"^seed\d+", f"seed{{{seeds}}}", ce)
+    return ce
 
 
 def _seed_note(run: Run) -> str:
@@ -77,20 +97,26 @@ def _cell(run: Run, metric: str) -> str:
 def main_table(selected: dict[str, Any], resamples: int = 10_000) -> pd.DataFrame:
     rows = []
     dense = selected["dense"]
+    cascade = selected["arms"].get("full_text")
     ours = [("raw dense", dense, "raw_dense_mpnet"),
-            ("v2 cascade over raw dense", selected["arms"].get("full_text"), None),
-            ("full-pool cross-encoder (top-500)", selected["fullpool"], "mxbai_rerank_large_v1_top500")]
+            ("v2 cascade over raw dense", cascade, None),
+            (FULLPOOL_TRAINED, selected["fullpool_trained"], "mxbai_rerank_large_v1_top500"),
+            (FULLPOOL, selected["fullpool"], "mxbai_rerank_large_v1_top500")]
     for label, run, paper_key in ours:
         row: dict[str, Any] = {"method": label}
         if run is None:
             row.update({c: "not run" for c in COLUMNS.values()})
         else:
             row["method"] += _seed_note(run)
+            if run.retriever.get("pool", 500) != 500:
+                row["method"] += f" (pool {run.retriever['pool']})"
             row.update({COLUMNS[m]: _cell(run, m) for m in COLUMNS})
             batch1 = run.metrics["latency"]["batch1"]
             row["ms/query (batch-1)"] = f"{batch1['mean_ms']:.1f}" if batch1.get("n") else "—"
-            ce = run.metrics["retriever"].get("cross_encoder")
-            row["model"] = ce if isinstance(ce, str) else run.metrics["encoder"]["label"]
+            cascade_ms = _batch1_ms(cascade)
+            if cascade_ms and batch1.get("n"):
+                row["cost vs cascade"] = f"{batch1['mean_ms'] / cascade_ms:.3g}×"
+            row["model"] = _model_label(run)
             if run is not dense and dense is not None:
                 test = paired_bootstrap(run.per_unit("mrr"), {k: v for k, v in dense.per_unit("mrr").items()
                                                             if k in run.per_unit("mrr")}, resamples)
@@ -108,6 +134,11 @@ def main_table(selected: dict[str, Any], resamples: int = 10_000) -> pd.DataFram
                 for m in ("recall_list@10", "mrr", "hit@1", "hit@10")) + " (over v1, published checkpoint)")
         rows.append(row)
     return pd.DataFrame(rows).fillna("")
+
+
+def _batch1_ms(run: Run | None) -> float | None:
+    batch1 = run.metrics["latency"]["batch1"] if run is not None else {}
+    return batch1.get("mean_ms") if batch1.get("n") else None
 
 
 def ablation_table(selected: dict[str, Any], resamples: int = 10_000) -> pd.DataFrame:
@@ -137,6 +168,8 @@ def ablation_table(selected: dict[str, Any], resamples: int = 10_000) -> pd.Data
 
 CASCADE_REASON = ("not comparable: our cross-encoder (all-MiniLM-L6-v2 backbone fine-tuned offline with the published "
                   "recipe) over raw dense; the paper's v2 checkpoint runs over ConvMemory v1")
+FULLPOOL_REASON = ("not comparable: our cross-encoders (all-MiniLM-L6-v2 backbone fine-tuned offline, one per seed) "
+                   "in place of the paper's mixedbread-ai/mxbai-rerank-large-v1")
 ARM_REASON = "not comparable: arms evaluated with our offline-trained cross-encoder (the paper retrained each arm)"
 
 
@@ -144,18 +177,20 @@ def reproduction_cells(selected: dict[str, Any]) -> list[Cell]:
     """Every ConvMemory cell we can place beside the paper's: the raw dense row is the paper's own setting."""
     cells: list[Cell] = []
     dense = selected["dense"]
-    rows = (("raw dense", dense, "raw_dense_mpnet", ""),
-            ("v2 cascade over raw dense", selected["arms"].get("full_text"), "convmemory_v1_plus_v2", CASCADE_REASON),
-            ("full-pool cross-encoder (top-500)", selected["fullpool"], "mxbai_rerank_large_v1_top500",
+    not_run = "missing: not run"
+    rows = (("raw dense", dense, "raw_dense_mpnet", "", not_run),
+            ("v2 cascade over raw dense", selected["arms"].get("full_text"), "convmemory_v1_plus_v2", CASCADE_REASON,
+             not_run),
+            (FULLPOOL_TRAINED, selected["fullpool_trained"], "mxbai_rerank_large_v1_top500", FULLPOOL_REASON,
+             not_run),
+            (FULLPOOL, selected["fullpool"], "mxbai_rerank_large_v1_top500", "",
              "missing: mixedbread-ai/mxbai-rerank-large-v1 weights are not available offline"))
-    for label, run, paper_key, reason in rows:
-        if run is not None and not reason:
-            reason = _not_comparable(run).strip(" []")
+    for label, run, paper_key, reason_if_run, reason_if_missing in rows:
+        reason = reason_if_missing if run is None else (reason_if_run or _not_comparable(run).strip(" []"))
         for metric, column in COLUMNS.items():
             paper = reference_value(PAPER + paper_key + "." + PAPER_KEYS[metric])
             ours = None if run is None else run.metrics["summary"]["split_mean"].get(metric)
-            cells.append(Cell("convmemory_locomo", label, column, ours, paper,
-                              reason if run is not None or reason.startswith("missing") else "missing: not run"))
+            cells.append(Cell("convmemory_locomo", label, column, ours, paper, reason))
     for arm in ("full_text", "no_memory_text", "random_other_query_text", "shuffled_memory_text", "scalar_only"):
         run = selected["arms"].get(arm)
         ours = None if run is None else run.metrics["summary"]["split_mean"].get("mrr")

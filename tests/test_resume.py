@@ -1,0 +1,106 @@
+"""Resumable retrieval: a run stopped mid-way resumes from its checkpoint and writes what an uninterrupted run writes."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from hydra import compose, initialize_config_dir
+
+import memrepro.config  # noqa: F401  (registers the schemas)
+from memrepro import runner
+from memrepro.errors import MemreproError
+from memrepro.evaluation.freeze import FrozenRanking
+from memrepro.resume import RetrievalCheckpoint
+from memrepro.retrievers.rfmem.retriever import RFMemRetriever
+
+CONF = Path(__file__).resolve().parents[1] / "conf"
+RUN = ("dataset=locomo", "dataset.file=locomo/locomo10_two_conversations.json", "encoder=fake",
+       "retriever=rfmem", "retriever.k=3", "latency.batch1_queries=0", "runtime.batch_size=2",
+       "runtime.checkpoint_every_s=0", "runtime.progress=false", "runtime.device=cpu")
+
+
+def _cfg(*extra: str):
+    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+        return compose(config_name="config", overrides=[*RUN, *extra])
+
+
+def _rows(folder: Path) -> list[dict]:
+    """Every stored field except the clocks (trace timings such as gate_ms differ between any two runs)."""
+    rows = [json.loads(line) for line in (folder / "queries.jsonl").read_text().splitlines()]
+    for row in rows:
+        row["trace"] = {k: v for k, v in row["trace"].items() if not k.endswith("_ms")}
+    return rows
+
+
+@pytest.fixture()
+def paths(tmp_path: Path, fixtures_dir: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("MEMREPRO_DATA_DIR", str(fixtures_dir))
+    monkeypatch.setenv("MEMREPRO_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("MEMREPRO_RESULTS_DIR", str(tmp_path / "interrupted"))
+    return tmp_path
+
+
+def test_a_stopped_run_resumes_and_matches_an_uninterrupted_one(paths: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[int] = []
+    stop_at = [4]
+    original = RFMemRetriever.retrieve
+
+    def stops_on_the_fourth_batch(self, queries, vectors, index):
+        calls.append(len(queries))
+        if len(calls) == stop_at[0]:
+            raise RuntimeError("stopped")  # any exception, Ctrl-C too; a kill is the torn-line test below
+        return original(self, queries, vectors, index)
+
+    monkeypatch.setattr(RFMemRetriever, "retrieve", stops_on_the_fourth_batch)
+    with pytest.raises(RuntimeError, match="stopped"):
+        runner.run(_cfg())
+    checkpoints = list((paths / "interrupted").rglob("*.partial.jsonl"))
+    assert len(checkpoints) == 1 and not list((paths / "interrupted").rglob("COMPLETE"))
+    assert len(RetrievalCheckpoint(checkpoints[0]).load().rankings) == 6  # three batches of two
+
+    calls.clear()
+    stop_at[0] = -1
+    resumed = runner.run(_cfg())
+    assert resumed.metrics["timings"]["resumed_queries"] == 6
+    assert sum(calls) == resumed.metrics["counts"]["n_total"] - 6  # nothing retrieved twice
+    assert not checkpoints[0].exists()  # gone once the run is complete
+
+    monkeypatch.setenv("MEMREPRO_RESULTS_DIR", str(paths / "clean"))
+    clean = runner.run(_cfg())
+    assert clean.metrics["timings"]["resumed_queries"] == 0
+    assert _rows(resumed.folder) == _rows(clean.folder)  # rankings, traces, metrics: the same
+    assert resumed.metrics["summary"] == clean.metrics["summary"]
+    assert {path: stats["n"] for path, stats in resumed.metrics["routing"].items()} == {
+        path: stats["n"] for path, stats in clean.metrics["routing"].items()}
+
+
+def test_overwrite_discards_the_checkpoint(paths: Path) -> None:
+    done = runner.run(_cfg())
+    stale = RetrievalCheckpoint.for_run(done.folder)
+    stale.add("7", [FrozenRanking("not-a-query", ("x",), (1.0,))], [None], 1.0)
+    stale.flush()
+    again = runner.run(_cfg("overwrite=true"))
+    assert again.metrics["timings"]["resumed_queries"] == 0 and not stale.path.exists()
+
+
+def test_checkpoint_round_trip_torn_last_line_and_corrupt_line(tmp_path: Path) -> None:
+    checkpoint = RetrievalCheckpoint(tmp_path / ".run.partial.jsonl", every_s=3600)
+    ranking = FrozenRanking("q1", ("m2", "m1"), (0.1 + 0.2, 1 / 3))
+    checkpoint.add("7", [ranking], [{"path": "recollection", "probe_mean": 0.25}], 0.5)
+    assert not checkpoint.path.exists()  # buffered until every_s has passed
+    checkpoint.flush()
+    restored = checkpoint.load()
+    assert restored.rankings[("7", "q1")] == ranking  # floats round-trip exactly
+    assert restored.traces[("7", "q1")] == {"path": "recollection", "probe_mean": 0.25}
+    assert restored.retrieve_s == 0.5
+
+    with open(checkpoint.path, "a") as handle:
+        handle.write('{"retrieve_s": 1.0, "queries": [{"split": "7", "query_id": "q2", "memory_i')  # killed mid-write
+    assert set(checkpoint.load().rankings) == {("7", "q1")}
+
+    lines = checkpoint.path.read_text().splitlines()
+    checkpoint.path.write_text("\n".join(["not json", *lines]) + "\n")
+    with pytest.raises(MemreproError, match=r"\.run\.partial\.jsonl: line 1 is not a checkpoint record"):
+        checkpoint.load()
