@@ -303,3 +303,16 @@ def test_empty_frames_raise(grid_results: Path, tmp_path: Path) -> None:
 def test_a_figure_with_a_wrong_frame_says_which_column_is_missing(grid_results: Path, tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="beam"):
         figure_beam_fanout(frame_of(grid_results), ("pb_recall@5",), tmp_path / "x", "x")
+
+
+def test_a_lone_preset_run_is_not_drawn_as_a_sweep() -> None:
+    import pandas as pd
+
+    from memrepro.tables.rfmem_figures import _swept
+
+    frame = pd.DataFrame({"encoder": ["minilm"] * 3 + ["mpnet"], "alpha": [0.1, 0.5, 0.9, 0.8],
+                          "recall_all@5": [0.8, 0.81, 0.79, 0.76]})
+    frame.attrs["dataset"] = "longmemeval_s"
+    kept = _swept(frame, ("alpha",))
+    assert list(kept["encoder"].unique()) == ["minilm"] and kept.attrs == frame.attrs
+    assert _swept(frame.iloc[:0], ("alpha",)).empty

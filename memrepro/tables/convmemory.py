@@ -125,7 +125,8 @@ def main_table(selected: dict[str, Any], resamples: int = 10_000) -> pd.DataFram
                 if test.significant:
                     row[COLUMNS["mrr"]] += " *"
         if paper_key:
-            row["paper (R@10 / MRR / H@1 / Hit@10)"] = " / ".join(
+            prefix = "mxbai-rerank-large-v1: " if paper_key.startswith("mxbai") else ""
+            row["paper (R@10 / MRR / H@1 / Hit@10)"] = prefix + " / ".join(
                 f"{reference_value(PAPER + paper_key + '.' + PAPER_KEYS[m]):.4f}"
                 for m in ("recall_list@10", "mrr", "hit@1", "hit@10"))
         else:

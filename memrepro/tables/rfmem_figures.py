@@ -36,6 +36,16 @@ def _complete_rows(frame: pd.DataFrame, column: str, across: str) -> pd.DataFram
     return kept
 
 
+def _swept(frame: pd.DataFrame, vary: Sequence[str]) -> pd.DataFrame:
+    """Keep encoders with at least two points along ``vary``: a preset's lone run (e.g. the Table 3 row) is no sweep."""
+    if frame.empty:
+        return frame
+    points = frame[list(vary)].astype(str).agg("|".join, axis=1)
+    kept = frame[points.groupby(frame["encoder"]).transform("nunique") > 1]
+    kept.attrs = dict(frame.attrs)
+    return kept
+
+
 def render_figures(runs: Sequence[Run], out_dir: Path) -> list[str]:
     """Writes each figure our runs allow; returns index lines (one per figure: file or the reason it is absent)."""
     lines: list[str] = []
@@ -63,16 +73,16 @@ def render_figures(runs: Sequence[Run], out_dir: Path) -> list[str]:
 
     lme = recollection_settings("recollection_longmemeval")
     attempt("Figure 15", lambda: figures.figure_beam_fanout(
-        figures.sweep_frame(runs, dataset="longmemeval_s", retriever="recollection", vary=("beam", "fanout"),
-                            metrics=("recall_all@5", "recall_all@10", "recall_all@50"),
-                            where=_without(lme, "beam", "fanout"), ignore=IGNORE),
+        _swept(figures.sweep_frame(runs, dataset="longmemeval_s", retriever="recollection", vary=("beam", "fanout"),
+                                   metrics=("recall_all@5", "recall_all@10", "recall_all@50"),
+                                   where=_without(lme, "beam", "fanout"), ignore=IGNORE), ("beam", "fanout")),
         ("recall_all@5", "recall_all@10", "recall_all@50"), out_dir / "figure15_beam_fanout",
         "RF-Mem Fig. 15: beam B × fanout F, Recollection, LongMemEval-S"),
         "LongMemEval-M panels absent (file not in the data folder); cleaned S, all-MiniLM-L6-v2 stand-in")
     attempt("Figure 16", lambda: figures.figure_alpha_depth(
-        figures.sweep_frame(runs, dataset="longmemeval_s", retriever="recollection", vary=("alpha",),
-                            metrics=("recall_all@5", "recall_all@10", "recall_all@50"),
-                            where=_without(lme, "alpha"), ignore=IGNORE),
+        _swept(figures.sweep_frame(runs, dataset="longmemeval_s", retriever="recollection", vary=("alpha",),
+                                   metrics=("recall_all@5", "recall_all@10", "recall_all@50"),
+                                   where=_without(lme, "alpha"), ignore=IGNORE), ("alpha",)),
         ("recall_all@5", "recall_all@10", "recall_all@50"), out_dir / "figure16_alpha_depth",
         "RF-Mem Fig. 16: α at depths 5 / 10 / 50, Recollection, LongMemEval-S"),
         "the paper plots LongMemEval-M (absent here); S stands in")
