@@ -16,14 +16,16 @@ from __future__ import annotations
 import json
 import os
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 from memrepro.errors import MemreproError
 from memrepro.evaluation.freeze import FrozenRanking
 
 CHECKPOINT_SUFFIX = ".partial.jsonl"
+LOCK_SUFFIX = ".lock"
 
 
 @dataclass
@@ -84,6 +86,30 @@ class RetrievalCheckpoint:
                 handle.flush()
                 os.fsync(handle.fileno())
         self._pending, self._pending_s, self._last_write = [], 0.0, time.monotonic()
+
+    @contextmanager
+    def locked(self) -> Iterator[None]:
+        """Holds an exclusive lock beside the checkpoint while a run computes, so two launches of one run (a
+        re-sent sweep, a second terminal) cannot append to the same file. The OS drops the lock when the process
+        ends, however it ends; where ``fcntl`` is missing (Windows) runs are not locked."""
+        try:
+            import fcntl
+        except ImportError:
+            yield
+            return
+        lock_path = self.path.with_name(self.path.name.removesuffix(CHECKPOINT_SUFFIX) + LOCK_SUFFIX)
+        lock_path.parent.mkdir(parents=True, exist_ok=True)
+        with open(lock_path, "a+", encoding="utf-8") as handle:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                raise MemreproError(f"{lock_path}: another process is computing this run; wait for it, or stop it "
+                                    f"and start again to resume from its checkpoint") from None
+            try:
+                yield
+            finally:
+                lock_path.unlink(missing_ok=True)
+                fcntl.flock(handle, fcntl.LOCK_UN)
 
     def discard(self) -> None:
         self._pending, self._pending_s = [], 0.0

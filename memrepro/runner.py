@@ -97,13 +97,20 @@ def run(cfg: DictConfig) -> RunOutcome:
     semantic = semantic_config(cfg)
     run_id = config_hash({"config": semantic, "data_sha256": benchmark.data_sha256, "encoder": encoder.identity})
     folder = run_dir(cfg.paths.results_dir, benchmark.name, retriever.name, encoder.label, run_id)
-    if is_complete(folder) and not cfg.overwrite:
-        log.info("run %s is complete: skipped (set overwrite=true to redo it)", folder)
-        return RunOutcome(folder, True, read_metrics(folder), {"query": 0, "document": 0})
-
     checkpoint = RetrievalCheckpoint.for_run(folder, float(cfg.runtime.checkpoint_every_s))
-    if cfg.overwrite:
-        checkpoint.discard()
+    if cfg.overwrite or not is_complete(folder):
+        with checkpoint.locked():  # one process per run: a second launch of the same run fails instead of racing
+            if cfg.overwrite:
+                checkpoint.discard()
+            if cfg.overwrite or not is_complete(folder):  # another process may have completed it meanwhile
+                return _compute(cfg, benchmark, encoder, retriever, folder, run_id, checkpoint, device, timings)
+    log.info("run %s is complete: skipped (set overwrite=true to redo it)", folder)
+    return RunOutcome(folder, True, read_metrics(folder), {"query": 0, "document": 0})
+
+
+def _compute(cfg: DictConfig, benchmark: Benchmark, encoder: Any, retriever: Retriever, folder: Path, run_id: str,
+             checkpoint: RetrievalCheckpoint, device: str, timings: dict[str, float]) -> RunOutcome:
+    """Encode, retrieve (resuming from ``checkpoint``), score and write one run that is not complete yet."""
     index, query_vectors, cached = encode_and_index(benchmark, encoder, Path(cfg.paths.cache_dir), device,
                                                     bool(cfg.runtime.progress), timings)
 

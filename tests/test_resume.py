@@ -104,3 +104,14 @@ def test_checkpoint_round_trip_torn_last_line_and_corrupt_line(tmp_path: Path) -
     checkpoint.path.write_text("\n".join(["not json", *lines]) + "\n")
     with pytest.raises(MemreproError, match=r"\.run\.partial\.jsonl: line 1 is not a checkpoint record"):
         checkpoint.load()
+
+
+def test_a_second_launch_of_a_run_in_progress_is_refused(tmp_path: Path) -> None:
+    first, second = (RetrievalCheckpoint(tmp_path / ".abc.partial.jsonl") for _ in range(2))
+    with first.locked():
+        with pytest.raises(MemreproError, match=r"\.abc\.lock: another process is computing this run"):
+            with second.locked():
+                pass
+    with second.locked():  # released when the first finished
+        assert (tmp_path / ".abc.lock").exists()
+    assert not (tmp_path / ".abc.lock").exists()
