@@ -226,10 +226,12 @@ def _retrieve_all(benchmark: Benchmark, retriever: Retriever, index: EpisodeInde
     if rankings:
         log.info("resuming: %d queries retrieved earlier (%s)", len(rankings), checkpoint.path)
     n = len(rankings)
+    per_split = hasattr(retriever, "for_split")  # e.g. one trained cross-encoder per split seed
     try:
-        for split in benchmark.splits:
+        for number, split in enumerate(benchmark.splits, start=1):
             queries = [q for q in benchmark.split_queries(split) if (split.name, q.id) not in rankings]
-            if queries and hasattr(retriever, "for_split"):  # e.g. one trained cross-encoder per split seed
+            if per_split and (queries or number == len(benchmark.splits)):
+                # the last split's model stays loaded, as after an uninterrupted pass (describe(), batch-1 latency)
                 retriever.for_split(split)
             for start in range(0, len(queries), batch_size):
                 batch = queries[start:start + batch_size]

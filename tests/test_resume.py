@@ -115,3 +115,22 @@ def test_a_second_launch_of_a_run_in_progress_is_refused(tmp_path: Path) -> None
     with second.locked():  # released when the first finished
         assert (tmp_path / ".abc.lock").exists()
     assert not (tmp_path / ".abc.lock").exists()
+
+
+def test_a_run_stopped_after_retrieval_resumes_with_the_last_splits_model(paths: Path,
+                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    from memrepro.results import RunWriter
+
+    def fails(self) -> None:
+        raise OSError("disk full")
+
+    commit = RunWriter.commit
+    monkeypatch.setattr(RunWriter, "commit", fails)
+    with pytest.raises(OSError, match="disk full"):
+        runner.run(_cfg())  # every query retrieved and checkpointed, nothing written
+    monkeypatch.setattr(RunWriter, "commit", commit)
+    selected: list[str] = []  # a per-split retriever (cascade, fullpool_trained) needs its model for batch-1 timing
+    monkeypatch.setattr(RFMemRetriever, "for_split", lambda self, split: selected.append(split.name), raising=False)
+    resumed = runner.run(_cfg("latency.batch1_queries=2", "latency.warmup=0"))
+    assert resumed.metrics["timings"]["resumed_queries"] == resumed.metrics["counts"]["n_total"]
+    assert selected == ["seed47"] and resumed.metrics["latency"]["batch1"]["n"] == 2
