@@ -12,7 +12,7 @@ from typing import Any
 
 import pandas as pd
 
-from memrepro.evaluation.significance import paired_bootstrap
+from memrepro.evaluation.significance import PairedResult, paired_bootstrap
 from memrepro.reference import reference_value
 from memrepro.tables.reproduction import Cell
 from memrepro.tables.runs import Run
@@ -94,10 +94,21 @@ def _cell(run: Run, metric: str) -> str:
     return f"{summary['split_mean'][metric]:.4f}" + (f" ± {std:.4f}" if std is not None else "")
 
 
+def _mrr_delta(run: Run, other: Run, resamples: int) -> PairedResult:
+    """Paired bootstrap of ``run − other`` FULL MRR over the (seed, question) units ``run`` has."""
+    units = run.per_unit("mrr")
+    return paired_bootstrap(units, {k: v for k, v in other.per_unit("mrr").items() if k in units}, resamples)
+
+
+def _delta_text(test: PairedResult) -> str:
+    return f"{test.delta:+.4f} [{test.ci_low:+.4f}, {test.ci_high:+.4f}], {test.p_text()}"
+
+
 def main_table(selected: dict[str, Any], resamples: int = 10_000) -> pd.DataFrame:
     rows = []
     dense = selected["dense"]
     cascade = selected["arms"].get("full_text")
+    cascade_ms = _batch1_ms(cascade)
     ours = [("raw dense", dense, "raw_dense_mpnet"),
             ("v2 cascade over raw dense", cascade, None),
             (FULLPOOL_TRAINED, selected["fullpool_trained"], "mxbai_rerank_large_v1_top500"),
@@ -111,17 +122,14 @@ def main_table(selected: dict[str, Any], resamples: int = 10_000) -> pd.DataFram
             if run.retriever.get("pool", 500) != 500:
                 row["method"] += f" (pool {run.retriever['pool']})"
             row.update({COLUMNS[m]: _cell(run, m) for m in COLUMNS})
-            batch1 = run.metrics["latency"]["batch1"]
-            row["ms/query (batch-1)"] = f"{batch1['mean_ms']:.1f}" if batch1.get("n") else "—"
-            cascade_ms = _batch1_ms(cascade)
-            if cascade_ms and batch1.get("n"):
-                row["cost vs cascade"] = f"{batch1['mean_ms'] / cascade_ms:.3g}×"
+            run_ms = _batch1_ms(run)
+            row["ms/query (batch-1)"] = f"{run_ms:.1f}" if run_ms is not None else "—"
+            if cascade_ms and run_ms is not None:
+                row["cost vs cascade"] = f"{run_ms / cascade_ms:.3g}×"
             row["model"] = _model_label(run)
             if run is not dense and dense is not None:
-                test = paired_bootstrap(run.per_unit("mrr"), {k: v for k, v in dense.per_unit("mrr").items()
-                                                            if k in run.per_unit("mrr")}, resamples)
-                row["ΔMRR vs dense [95% CI], p"] = (f"{test.delta:+.4f} [{test.ci_low:+.4f}, {test.ci_high:+.4f}], "
-                                                    f"{test.p_text()}")
+                test = _mrr_delta(run, dense, resamples)
+                row["ΔMRR vs dense [95% CI], p"] = _delta_text(test)
                 if test.significant:
                     row[COLUMNS["mrr"]] += " *"
         if paper_key:
@@ -156,11 +164,8 @@ def ablation_table(selected: dict[str, Any], resamples: int = 10_000) -> pd.Data
             row["ours FULL MRR"] = _cell(run, "mrr")
             for name, other in (("vs full text", full), ("vs raw dense", dense)):
                 if other is not None and other is not run:
-                    units = run.per_unit("mrr")
-                    test = paired_bootstrap(units, {k: v for k, v in other.per_unit("mrr").items() if k in units},
-                                            resamples)
-                    row[f"Δ {name} [95% CI], p"] = (f"{test.delta:+.4f} [{test.ci_low:+.4f}, {test.ci_high:+.4f}], "
-                                                   f"{test.p_text()}")
+                    test = _mrr_delta(run, other, resamples)
+                    row[f"Δ {name} [95% CI], p"] = _delta_text(test)
                     if name == "vs full text" and test.significant:
                         row["ours FULL MRR"] += " *"
         rows.append(row)
