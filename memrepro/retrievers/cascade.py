@@ -100,6 +100,11 @@ class CrossEncoderStage:
         if self._scorer_for is not None:
             self.scorer = self._scorer_for(split)
 
+    @property
+    def cross_encoder_label(self) -> str:
+        """The loaded scorer's label (after the last ``for_split``, the last split's model), else "per-split"."""
+        return getattr(self.scorer, "label", "per-split")
+
     def _check_ready(self, index: EpisodeIndex) -> None:
         if self.scorer is None:
             raise RuntimeError(f"{self.name}: no cross-encoder for this split (call for_split first)")
@@ -164,4 +169,4 @@ class CascadeRetriever(CrossEncoderStage):
     def describe(self) -> dict:
         return {"name": self.name, "first_stage": self.first_stage.describe(), "protected": self.protected,
                 "arm": self.arm, "arm_seed": self.arm_seed,
-                "cross_encoder": getattr(self.scorer, "label", "per-split")}
+                "cross_encoder": self.cross_encoder_label}

@@ -42,4 +42,4 @@ class FullPoolRetriever(CrossEncoderStage):
 
     def describe(self) -> dict:
         return {"name": self.name, "first_stage": self.first_stage.describe(), "pool": self.pool,
-                "cross_encoder": getattr(self.scorer, "label", "per-split")}
+                "cross_encoder": self.cross_encoder_label}
