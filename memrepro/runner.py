@@ -248,8 +248,9 @@ def _retrieve_all(benchmark: Benchmark, retriever: Retriever, index: EpisodeInde
                     rankings[(split.name, query.id)] = ranking
                     traces[(split.name, query.id)] = result.trace
                 checkpoint.add(split.name, frozen, [r.trace for r in retrieved], seconds)
-    finally:
-        checkpoint.flush()
+    except BaseException:
+        checkpoint.flush()  # on success the pending batches are committed with the run, not written twice
+        raise
     return rankings, traces, elapsed, n
 
 

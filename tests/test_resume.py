@@ -18,12 +18,12 @@ from memrepro.retrievers.rfmem.retriever import RFMemRetriever
 CONF = Path(__file__).resolve().parents[1] / "conf"
 RUN = ("dataset=locomo", "dataset.file=locomo/locomo10_two_conversations.json", "encoder=fake",
        "retriever=rfmem", "retriever.k=3", "latency.batch1_queries=0", "runtime.batch_size=2",
-       "runtime.checkpoint_every_s=0", "runtime.progress=false", "runtime.device=cpu")
+       "runtime.progress=false", "runtime.device=cpu")
 
 
-def _cfg(*extra: str):
+def _cfg(*extra: str, every_s: float = 0):
     with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
-        return compose(config_name="config", overrides=[*RUN, *extra])
+        return compose(config_name="config", overrides=[*RUN, f"runtime.checkpoint_every_s={every_s}", *extra])
 
 
 def _rows(folder: Path) -> list[dict]:
@@ -42,7 +42,9 @@ def paths(tmp_path: Path, fixtures_dir: Path, monkeypatch: pytest.MonkeyPatch) -
     return tmp_path
 
 
-def test_a_stopped_run_resumes_and_matches_an_uninterrupted_one(paths: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("every_s", [0, 3600])  # 3600: nothing written until the exception flushes the pending batches
+def test_a_stopped_run_resumes_and_matches_an_uninterrupted_one(every_s: float, paths: Path,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
     calls: list[int] = []
     stop_at = [4]
     original = RFMemRetriever.retrieve
@@ -55,7 +57,7 @@ def test_a_stopped_run_resumes_and_matches_an_uninterrupted_one(paths: Path, mon
 
     monkeypatch.setattr(RFMemRetriever, "retrieve", stops_on_the_fourth_batch)
     with pytest.raises(RuntimeError, match="stopped"):
-        runner.run(_cfg())
+        runner.run(_cfg(every_s=every_s))
     checkpoints = list((paths / "interrupted").rglob("*.partial.jsonl"))
     assert len(checkpoints) == 1 and not list((paths / "interrupted").rglob("COMPLETE"))
     assert len(RetrievalCheckpoint(checkpoints[0]).load().rankings) == 6  # three batches of two
