@@ -88,7 +88,7 @@ class RecollectionRetrieverConfig:
     """RF-Mem Recollection alone (spec retrievers.md §3); defaults = PersonaMem run.sh values."""
 
     _target_: str = "memrepro.retrievers.rfmem.retriever.RecollectionRetriever"
-    engine: str = "faithful"  # faithful | batched | projected (batched on span coordinates)
+    engine: str = "faithful"  # faithful | batched | projected (batched on span coordinates) | compiled (numba)
     k: int = 10
     beam: int = 3
     fanout: int = 2

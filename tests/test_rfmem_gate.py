@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from memrepro.retrievers.rfmem.gate import (
-    FAISS_PAD_SCORE, FAMILIARITY, RECOLLECTION, decide, gate_from_top_scores, kept_probe_scores, probe_stats,
+    FAISS_PAD_SCORE, FAMILIARITY, RECOLLECTION, decide, gate_from_top_scores, gate_many, kept_probe_scores, probe_stats,
     run_probe, top_scores_exact)
 from memrepro.retrievers.rfmem.params import GateParams
 
@@ -164,3 +164,31 @@ def test_trace_has_the_recorded_fields() -> None:
     trace = gate_from_top_scores(np.array(SPEC_VECTORS[1][0], np.float32), 10, PERSONAMEM).trace()
     assert set(trace) == {"path", "rule", "probe_mean", "probe_entropy", "probe_kept"}
     assert trace["path"] == F and trace["probe_kept"] == 10
+
+
+@pytest.mark.parametrize("params", [
+    GateParams(),
+    GateParams(probe_k=5, probe_floor=0.3, probe_floor_ignored=True, lam=30.0, eps=0.0, theta_high=0.5,
+               theta_low=0.0, tau=0.3),  # PersonaBench: padding scores, ε = 0 (NaN entropies)
+    GateParams(probe_floor=None, entropy_form="shannon_sum"),
+    GateParams(probe_k=10, probe_floor=0.2),
+], ids=["defaults", "personabench", "shannon_no_floor", "floor_0.2"])
+def test_gate_many_is_the_per_query_gate_bit_for_bit(params: GateParams) -> None:
+    """The batched engines gate every query in one go; every field must equal the per-query function's."""
+    rng = np.random.default_rng(0)
+    tops, sizes = [], []
+    for _ in range(2000):
+        n = int(rng.integers(0, 15))
+        scores = np.sort(rng.uniform(-0.2, 0.9, min(n, params.probe_k)).astype(np.float32))[::-1].copy()
+        if rng.random() < 0.1 and len(scores) > 1:
+            scores[1] = scores[0]  # exact ties
+        tops.append(scores)
+        sizes.append(n)
+    many = gate_many(tops, sizes, params)
+    assert len(many) == len(tops)
+    if not params.probe_floor_ignored:  # (ignored: every probe is padded to probe_k, one group)
+        assert {d.kept for d in many} >= {0, 1, params.probe_k}  # several K′ groups, the empty one included
+    for scores, n, decision in zip(tops, sizes, many):
+        assert decision == gate_from_top_scores(scores, n, params)
+    with pytest.raises(ValueError, match="pool sizes"):
+        gate_many(tops, sizes[:-1], params)

@@ -212,19 +212,30 @@ def test_cli_end_to_end(dataset: str, retriever: str, extra: tuple[str, ...], tm
     assert all(v["mean_path_ms"] >= 0 for v in routing.values())
 
 
-def test_projected_engine_matches_the_faithful_rankings(world) -> None:
-    """engine=projected: the batched engine on span coordinates; same rankings as the reference here."""
+@pytest.mark.parametrize("engine", ["projected", "compiled"])
+def test_group_engines_match_the_faithful_rankings(world, engine: str) -> None:
+    """engine=projected (the batched engine on span coordinates) and engine=compiled (numba): same rankings and
+    traces as the reference here, timings aside."""
     _, vectors, index, queries, query_vectors = world
     for make in (lambda engine: RecollectionRetriever(engine=engine, k=5, beam=3, fanout=2, alpha=0.5,
                                                        mmr_lambda=0.9, min_sim=0.0),
                  lambda engine: RFMemRetriever(**{**RFMEM_PB, "engine": engine})):
         faithful = make("faithful").retrieve(queries, query_vectors, index)
-        projected = make("projected").retrieve(queries, query_vectors, index)
-        assert [list(r.hits.positions) for r in projected] == [list(r.hits.positions) for r in faithful]
-        for a, b in zip(projected, faithful):
+        other = make(engine).retrieve(queries, query_vectors, index)
+        assert [list(r.hits.positions) for r in other] == [list(r.hits.positions) for r in faithful]
+        # probe statistics are computed from each engine's own inner products (last-bit differences); the rest of
+        # the trace (path, rule, K′, rounds, items) must be equal
+        inexact = ("path_ms", "gate_ms", "latency_ms", "probe_mean", "probe_entropy")
+        for a, b in zip(other, faithful):
             np.testing.assert_allclose(a.hits.scores, b.hits.scores, atol=1e-5)
+            assert {k: v for k, v in a.trace.items() if k not in inexact} == \
+                {k: v for k, v in b.trace.items() if k not in inexact}
+            for key in ("probe_mean", "probe_entropy"):
+                assert (a.trace.get(key) is None) == (b.trace.get(key) is None)
+                if a.trace.get(key) is not None:
+                    assert a.trace[key] == pytest.approx(b.trace[key], rel=1e-5, abs=1e-6)
     with pytest.raises(ValueError, match="faithful engine only"):
-        RecollectionRetriever(engine="projected", clustering="dbscan")
+        RecollectionRetriever(engine=engine, clustering="dbscan")
 
 
 def test_pool_span_coordinates_keep_inner_products_and_duplicates() -> None:

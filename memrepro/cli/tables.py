@@ -98,7 +98,8 @@ def main(argv: list[str] | None = None) -> int:
     cells += render_rfmem(runs, out, args.resamples)
     frame, summary = agreement_table(runs)
     if not frame.empty:
-        _say(write_table(frame, out, "engine_agreement", "Recollection engines: faithful vs batched (same settings)",
+        _say(write_table(frame, out, "engine_agreement",
+                         "Recollection engines: faithful vs batched, projected, compiled (same settings)",
                          notes=summary), "engine agreement")
     render_matrix(cells, out)
     figure_lines = render_figures(runs, Path(args.results) / "figures")

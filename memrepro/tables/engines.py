@@ -1,10 +1,11 @@
-"""Faithful vs batched Recollection engines: agreement and speed, from pairs of runs that differ only in the engine.
+"""Faithful vs the other Recollection engines: agreement and speed, from pairs of runs that differ only in the engine.
 
 A pair is two complete runs whose dataset, encoder and retriever settings are equal except ``engine``: the
-faithful engine against each batched one (``batched``; ``projected``, the batched engine on span coordinates).
+faithful engine against each other one (``batched``; ``projected``, the batched engine on span coordinates;
+``compiled``, the faithful engine's loop in numba).
 Per pair: the share of queries with identical stored top-N lists, the delta of the primary metric (pooled), and
 the retrieval wall time of each (``timings.retrieve_s``, the whole query set through ``retrieve``) with their
-ratio. Runs of one Hydra multirun (``retriever.engine=faithful,batched,projected``) share a process and its
+ratio. Runs of one Hydra multirun (``retriever.engine=faithful,batched,projected,compiled``) share a process and its
 conditions; runs made at different times may not, so the ratio is a measurement of this machine, not a constant.
 """
 
@@ -19,7 +20,7 @@ import pandas as pd
 from memrepro.tables.runs import NON_MEASURING_RETRIEVER_KEYS, Run
 
 SETTING_KEYS = ("k", "beam", "fanout", "alpha", "tau")
-OTHER_ENGINES = ("batched", "projected")
+OTHER_ENGINES = ("batched", "projected", "compiled")
 DELTA = "Δ (engine − faithful)"
 
 

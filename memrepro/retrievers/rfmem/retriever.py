@@ -10,7 +10,9 @@ on the command line (``retriever=rfmem_personabench retriever.alpha=0.3``).
 ``engine="faithful"`` runs the per-query reference implementation (``recollection.recollect_faithful``);
 ``engine="batched"`` runs ``memrepro.retrievers.rfmem.batched.recollect_batched`` over many queries at once;
 ``engine="projected"`` runs the same batched engine on each pool's span coordinates (``pool_span_coordinates``:
-every inner product kept, ``L + 1`` instead of ``d`` dimensions; rounding differs from the faithful engine's).
+every inner product kept, ``L + 1`` instead of ``d`` dimensions; rounding differs from the faithful engine's);
+``engine="compiled"`` runs the faithful engine's per-query loop as numba machine code, queries in parallel over
+the cores (``memrepro.retrievers.rfmem.compiled``; compiled once at construction, not inside a timed call).
 The paper's Appendix D.8-D.9 alternatives (``clustering``, ``mixing``, ``expansion``, ``full_exploration``; see
 ``recollection.py``) exist in the faithful engine only: the batched engines refuse them at construction.
 
@@ -29,28 +31,71 @@ import numpy as np
 import torch
 
 from memrepro.retrievers.base import RetrievalInput, Retrieved
-from memrepro.retrievers.rfmem.gate import FAMILIARITY, GateDecision, gate_from_top_scores, top_scores_exact
+from memrepro.retrievers.rfmem.gate import (FAMILIARITY, GateDecision, gate_from_top_scores, gate_many,
+                                            top_scores_exact)
 from memrepro.retrievers.rfmem.params import FamiliarityParams, GateParams, RecollectionParams
 from memrepro.retrievers.rfmem.recollection import (RecollectionResult, nondefault_variants, recollect_faithful,
                                                      validate_params)
 from memrepro.search import DEFAULT_CHUNK_BYTES, EpisodeIndex, Hits, search
 
-ENGINES = ("faithful", "batched", "projected")
-BATCHED_ENGINES = ("batched", "projected")
+ENGINES = ("faithful", "batched", "projected", "compiled")
+BATCHED_ENGINES = ("batched", "projected", "compiled")  # engines that take a whole group of queries at once
 LATENCY_SCOPES = ("path_only", "gate_plus_path")
 
-BatchedRecollect = Callable[..., list[RecollectionResult]]  # recollect_batched(q0s, pools, lengths, params, row_ids=)
+# recollect(query_vectors, episode_ids, index, params) -> one result per query, in order
+GroupRecollect = Callable[[np.ndarray, Sequence[str], EpisodeIndex, RecollectionParams], list[RecollectionResult]]
 
 
-def load_batched_engine() -> BatchedRecollect:
-    """Import the batched engine only when asked for, so the faithful engine never depends on it."""
+def load_group_engine(engine: str, chunk_bytes: int = DEFAULT_CHUNK_BYTES) -> GroupRecollect:
+    """The group engine ``engine`` names, imported only when asked for (the faithful engine depends on neither
+    torch kernels of ``batched`` nor numba), compiled/warmed here rather than inside a timed call."""
+    if engine == "compiled":
+        from memrepro.retrievers.rfmem import compiled
+        compiled.require_numba()
+        compiled.warm_up()
+        return _recollect_compiled
     try:
         from memrepro.retrievers.rfmem.batched import recollect_batched
     except ImportError as exc:
         raise ImportError(
-            "engine='batched' needs memrepro.retrievers.rfmem.batched.recollect_batched, which could not be "
+            f"engine={engine!r} needs memrepro.retrievers.rfmem.batched.recollect_batched, which could not be "
             f"imported ({exc}); use engine='faithful'") from exc
-    return recollect_batched
+
+    def run(vectors: np.ndarray, episode_ids: Sequence[str], index: EpisodeIndex,
+            params: RecollectionParams) -> list[RecollectionResult]:
+        return _recollect_batched_chunks(recollect_batched, vectors, episode_ids, index, params, chunk_bytes,
+                                         project=engine == "projected")
+    return run
+
+
+def _index_rows(index: EpisodeIndex, episode_ids: Sequence[str]) -> np.ndarray:
+    return np.fromiter((index.row_of[e] for e in episode_ids), dtype=np.int64, count=len(episode_ids))
+
+
+def _recollect_compiled(vectors: np.ndarray, episode_ids: Sequence[str], index: EpisodeIndex,
+                        params: RecollectionParams) -> list[RecollectionResult]:
+    """The compiled engine over the index's padded pools as they are (no per-query copy of a pool)."""
+    from memrepro.retrievers.rfmem.compiled import recollect_compiled
+    canonical = None if index.canonical is None else index.canonical.cpu().numpy()
+    batch = recollect_compiled(vectors, index.matrix.detach().cpu().numpy(), index.lengths.cpu().numpy(),
+                               _index_rows(index, episode_ids), params, canonical)
+    return batch.results
+
+
+def _probe_search(index: EpisodeIndex, vectors: np.ndarray, episode_ids: Sequence[str], k: int,
+                  chunk_bytes: int) -> list[Hits]:
+    """Each query's unfloored dense top-``k`` (torch ``search``), for the gate and the Familiarity path."""
+    return search(index, vectors, episode_ids, k=k, min_sim=None, chunk_bytes=chunk_bytes)
+
+
+def _probe_compiled(index: EpisodeIndex, vectors: np.ndarray, episode_ids: Sequence[str], k: int,
+                    chunk_bytes: int) -> list[Hits]:
+    """The same top-``k`` from the compiled engine's own products (``top_k_compiled``; rounding may differ from
+    torch's in the last float32 bit, duplicates still tie exactly)."""
+    from memrepro.retrievers.rfmem.compiled import top_k_compiled
+    positions, scores, counts = top_k_compiled(vectors, index.matrix.detach().cpu().numpy(),
+                                               index.lengths.cpu().numpy(), _index_rows(index, episode_ids), k)
+    return [Hits(positions[i, :n], scores[i, :n]) for i, n in enumerate(counts.tolist())]
 
 
 def _check_choice(name: str, value: str, allowed: Sequence[str]) -> None:
@@ -85,7 +130,7 @@ class _EpisodePools:
         return self._cache[episode_id]
 
 
-def _recollect_batched_chunks(engine: BatchedRecollect, query_vectors: np.ndarray, episode_ids: Sequence[str],
+def _recollect_batched_chunks(engine: Callable[..., list[RecollectionResult]], query_vectors: np.ndarray, episode_ids: Sequence[str],
                               index: EpisodeIndex, params: RecollectionParams, chunk_bytes: int,
                               project: bool = False) -> list[RecollectionResult]:
     """Run the batched engine on chunks of queries whose gathered pools fit ``chunk_bytes``; with ``project``,
@@ -144,15 +189,14 @@ class RecollectionRetriever:
             mixing=mixing, expansion=expansion, graph_k=graph_k, graph_min_sim=graph_min_sim,
             full_exploration=full_exploration)  # type: ignore[arg-type]
         _validate_recollection(self.recollection, engine)
-        self._batched = load_batched_engine() if engine in BATCHED_ENGINES else None
+        self._group = load_group_engine(engine, chunk_bytes) if engine in BATCHED_ENGINES else None
 
     def retrieve(self, queries: Sequence[RetrievalInput], query_vectors: np.ndarray,
                  index: EpisodeIndex) -> list[Retrieved]:
         vectors = np.asarray(query_vectors, dtype=np.float32)
-        if self._batched is not None:
+        if self._group is not None:
             began = time.perf_counter()
-            results = _recollect_batched_chunks(self._batched, vectors, [q.episode_id for q in queries], index,
-                                                self.recollection, self.chunk_bytes, self.engine == "projected")
+            results = self._group(vectors, [q.episode_id for q in queries], index, self.recollection)
             share_ms = 1000.0 * (time.perf_counter() - began) / max(1, len(queries))
             return [Retrieved(_hits(r), _recollection_trace(r, share_ms)) for r in results]
         pools = _EpisodePools(index)
@@ -214,7 +258,8 @@ class RFMemRetriever:
                                              min_sim=familiarity_min_sim)
         if self.familiarity.k < 1:
             raise ValueError(f"familiarity_k must be >= 1, got {self.familiarity.k}")
-        self._batched = load_batched_engine() if engine in BATCHED_ENGINES else None
+        self._group = load_group_engine(engine, chunk_bytes) if engine in BATCHED_ENGINES else None
+        self._probe = _probe_compiled if engine == "compiled" else _probe_search
 
     # -- gate ---------------------------------------------------------------------------------------------
 
@@ -243,7 +288,7 @@ class RFMemRetriever:
     def retrieve(self, queries: Sequence[RetrievalInput], query_vectors: np.ndarray,
                  index: EpisodeIndex) -> list[Retrieved]:
         vectors = np.asarray(query_vectors, dtype=np.float32)
-        if self._batched is not None:
+        if self._group is not None:
             return self._retrieve_batched(queries, vectors, index)
         pools = _EpisodePools(index)
         out: list[Retrieved] = []
@@ -264,13 +309,21 @@ class RFMemRetriever:
 
     def _retrieve_batched(self, queries: Sequence[RetrievalInput], vectors: np.ndarray,
                           index: EpisodeIndex) -> list[Retrieved]:
-        """Gate all queries with one probe search, then run each path once over its group."""
+        """Gate all queries with one probe search, then run each path once over its group.
+
+        The probe ranks each pool to ``max(probe_k, familiarity k)`` once: its first ``probe_k`` scores feed the
+        gate (``gate_many``, bit for bit the per-query gate) and its first ``k`` hits, floored, are the
+        Familiarity result, exactly what a second ``search(k, min_sim)`` would return (same scores, same stable
+        order, the same float32 floor). So the Familiarity path's own time here is that slice; the search is
+        in ``gate_ms``.
+        """
         episode_ids = [q.episode_id for q in queries]
         began = time.perf_counter()
-        probes = search(index, vectors, episode_ids, k=self.gate.probe_k, min_sim=None, chunk_bytes=self.chunk_bytes)
+        depth = max(self.gate.probe_k, self.familiarity.k)
+        probes = self._probe(index, vectors, episode_ids, depth, self.chunk_bytes)
         lengths = index.lengths.cpu().numpy()
-        decisions = [gate_from_top_scores(p.scores, int(lengths[index.row_of[e]]), self.gate)
-                     for p, e in zip(probes, episode_ids)]
+        decisions = gate_many([p.scores[:self.gate.probe_k] for p in probes],
+                              [int(lengths[index.row_of[e]]) for e in episode_ids], self.gate)
         gate_ms = 1000.0 * (time.perf_counter() - began) / max(1, len(queries))
 
         familiar = [i for i, d in enumerate(decisions) if d.path == FAMILIARITY]
@@ -280,14 +333,13 @@ class RFMemRetriever:
         share: dict[int, float] = {}
         if familiar:
             began = time.perf_counter()
-            for i, h in zip(familiar, self._familiarity(vectors[familiar], [episode_ids[i] for i in familiar], index)):
-                hits[i] = h
+            for i in familiar:
+                hits[i] = _familiarity_from_probe(probes[i], self.familiarity)
             each = 1000.0 * (time.perf_counter() - began) / len(familiar)
             share.update({i: each for i in familiar})
         if recollect:
             began = time.perf_counter()
-            batch = _recollect_batched_chunks(self._batched, vectors[recollect], [episode_ids[i] for i in recollect],
-                                              index, self.recollection, self.chunk_bytes, self.engine == "projected")
+            batch = self._group(vectors[recollect], [episode_ids[i] for i in recollect], index, self.recollection)
             each = 1000.0 * (time.perf_counter() - began) / len(recollect)
             for i, r in zip(recollect, batch):
                 results[i], hits[i], share[i] = r, _hits(r), each
@@ -298,6 +350,16 @@ class RFMemRetriever:
         return {"name": self.name, "engine": self.engine, "latency_scope": self.latency_scope,
                 "gate": dict(vars(self.gate)), "recollection": dict(vars(self.recollection)),
                 "familiarity": dict(vars(self.familiarity))}
+
+
+def _familiarity_from_probe(probe: Hits, params: FamiliarityParams) -> Hits:
+    """Dense top-``k`` with the floor, cut from a deeper unfloored probe of the same pool: ``search`` truncates
+    to ``k`` then keeps ``score >= float32(min_sim)``, and so does this."""
+    positions, scores = probe.positions[:params.k], probe.scores[:params.k]
+    if params.min_sim is not None:
+        keep = scores >= np.float32(params.min_sim)
+        positions, scores = positions[keep], scores[keep]
+    return Hits(positions, scores)
 
 
 def _recollection_trace(result: RecollectionResult, path_ms: float) -> dict[str, Any]:
