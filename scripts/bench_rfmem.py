@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""Side-by-side Recollection timing: the batched engine vs the faithful per-query loop, in one process.
+"""Side-by-side Recollection timing: the batched and compiled engines vs the faithful per-query loop, in one process.
 
 Synthetic pools shaped like the benchmarks the engines serve (``../shared/specs/retrievers.md`` §3, §5):
 
@@ -54,6 +54,7 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from memrepro.retrievers.rfmem import compiled  # noqa: E402
 from memrepro.retrievers.rfmem.batched import recollect_batched  # noqa: E402
 from memrepro.retrievers.rfmem.params import RecollectionParams  # noqa: E402
 from memrepro.retrievers.rfmem.recollection import recollect_faithful  # noqa: E402
@@ -123,6 +124,13 @@ def bench(name: str, label: str, params: RecollectionParams, data, args: argpars
         batched = recollect_batched(tq, tp, tl, params)
         sync(args.device)
         best = min(best, time.perf_counter() - start)
+    compiled.warm_up()  # compile or load the kernels outside the timed calls
+    best_compiled = float("inf")
+    compiled_results = None
+    for _ in range(max(1, args.repeat)):
+        start = time.perf_counter()
+        compiled_results = compiled.recollect_compiled(q0s, padded, lengths, np.arange(b), params).results
+        best_compiled = min(best_compiled, time.perf_counter() - start)
     n_faithful = args.faithful_queries or (b if name == "personabench" else 100)
     n_faithful = min(n_faithful, b)
     start = time.perf_counter()
@@ -130,6 +138,7 @@ def bench(name: str, label: str, params: RecollectionParams, data, args: argpars
     faithful_s = time.perf_counter() - start
     same = [batched[i].positions == faithful[i].positions for i in range(n_faithful)]
     same_trace = [batched[i].trace == faithful[i].trace for i in range(n_faithful)]
+    same_compiled = [compiled_results[i].positions == faithful[i].positions for i in range(n_faithful)]
     score_gap = max([float(np.max(np.abs(np.subtract(batched[i].scores, faithful[i].scores))))
                      for i in range(n_faithful) if same[i] and faithful[i].scores] or [0.0])
     row = {
@@ -137,10 +146,13 @@ def bench(name: str, label: str, params: RecollectionParams, data, args: argpars
         "faithful_queries": n_faithful, "duplicates": args.duplicates,
         "batched_ms_per_query": 1000 * best / b, "faithful_ms_per_query": 1000 * faithful_s / n_faithful,
         "identical_rankings": sum(same) / n_faithful, "identical_traces": sum(same_trace) / n_faithful,
+        "compiled_ms_per_query": 1000 * best_compiled / b,
+        "compiled_identical_rankings": sum(same_compiled) / n_faithful,
         "max_score_gap_when_identical": score_gap,
         "mean_output_length": float(np.mean([len(r.positions) for r in batched])),
     }
     row["speedup"] = row["faithful_ms_per_query"] / row["batched_ms_per_query"]
+    row["compiled_speedup"] = row["faithful_ms_per_query"] / row["compiled_ms_per_query"]
     return row
 
 
@@ -155,7 +167,7 @@ def main(args: argparse.Namespace) -> None:
     print(f"device={args.device} ({torch.cuda.get_device_name() if args.device == 'cuda' else 'cpu'}), "
           f"threads={args.threads}, dim={args.dim}, duplicates={args.duplicates}, torch {torch.__version__}")
     header = f"{'scenario':13} {'setting':28} {'batched ms/q':>12} {'faithful ms/q':>13} {'speedup':>8} " \
-             f"{'identical':>10} {'traces':>7}"
+             f"{'identical':>10} {'traces':>7} {'compiled ms/q':>13} {'speedup':>8} {'identical':>10}"
     print(header)
     for name in scenarios:
         data = make_scenario(name, rng, args.dim, args.duplicates)
@@ -163,7 +175,9 @@ def main(args: argparse.Namespace) -> None:
             row = bench(name, label, params, data, args)
             rows.append(row)
             print(f"{name:13} {label:28} {row['batched_ms_per_query']:12.3f} {row['faithful_ms_per_query']:13.3f} "
-                  f"{row['speedup']:8.1f} {row['identical_rankings']:10.1%} {row['identical_traces']:7.1%}",
+                  f"{row['speedup']:8.1f} {row['identical_rankings']:10.1%} {row['identical_traces']:7.1%} "
+                  f"{row['compiled_ms_per_query']:13.3f} {row['compiled_speedup']:8.1f} "
+                  f"{row['compiled_identical_rankings']:10.1%}",
                   flush=True)
     if args.json is not None:
         args.json.write_text(json.dumps(rows, indent=2))
