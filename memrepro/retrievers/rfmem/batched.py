@@ -54,7 +54,8 @@ import torch
 from memrepro.retrievers.rfmem.params import RecollectionParams
 
 # one result type and one parameter check for both engines, so callers never care which engine ran
-from memrepro.retrievers.rfmem.recollection import RecollectionResult, validate_params
+from memrepro.retrievers.rfmem.recollection import (RecollectionResult, refuse_faithful_only_variants,
+                                                     validate_params)
 
 NORM_EPS = 1e-12
 KMEANS_MAX_ITER = 300  # scikit-learn defaults, as the code calls KMeans
@@ -469,9 +470,6 @@ def _l2norm(v: torch.Tensor) -> torch.Tensor:
 
 
 STOP_REASONS = ("rounds_exhausted", "k_reached", "empty_round")  # as recollect_faithful names them
-# Appendix D.8 variants of the faithful engine (its own constructions, not in the release) that this engine does
-# not implement; D.9 full exploration it does (no early stop at K, then the dense re-rank).
-BATCHED_ONLY_DEFAULTS = {"clustering": "kmeans", "mixing": "alpha", "expansion": "cluster"}
 
 
 def _buckets(n: torch.Tensor) -> list[tuple[torch.Tensor, int]]:
@@ -609,11 +607,7 @@ def _recollect(q0s: torch.Tensor, pools: torch.Tensor, lengths: torch.Tensor,
                params: RecollectionParams, row_ids: torch.Tensor | None = None) -> list[RecollectionResult]:
     """The body of ``recollect_batched`` (see there)."""
     validate_params(params)
-    unsupported = [f"{name}={getattr(params, name)!r}" for name, default in BATCHED_ONLY_DEFAULTS.items()
-                   if getattr(params, name, default) != default]
-    if unsupported:
-        raise ValueError(f"the batched engine runs the released algorithm only; {', '.join(unsupported)} needs "
-                         "engine='faithful'")
+    refuse_faithful_only_variants(params, "batched")  # D.9 full exploration it does run
     full_exploration = bool(getattr(params, "full_exploration", False))
     if q0s.ndim != 2 or pools.ndim != 3 or lengths.ndim != 1:
         raise ValueError(f"expected q0s (b, d), pools (b, L, d), lengths (b,); got {tuple(q0s.shape)}, "

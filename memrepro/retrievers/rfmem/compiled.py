@@ -39,7 +39,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from memrepro.retrievers.rfmem.params import RecollectionParams
-from memrepro.retrievers.rfmem.recollection import RecollectionResult, recollect_faithful, validate_params
+from memrepro.retrievers.rfmem.recollection import (RecollectionResult, recollect_faithful,
+                                                     refuse_faithful_only_variants, validate_params)
 
 try:
     import numba
@@ -52,9 +53,6 @@ KMEANS_MAX_ITER = 300  # scikit-learn defaults, as the code calls KMeans
 KMEANS_TOL = 1e-4
 STOP_REASONS = ("rounds_exhausted", "k_reached", "empty_round")  # as recollect_faithful names them
 KMEANS_OK, KMEANS_RELOCATED, KMEANS_NOT_REPLAYED = 0, 1, -1
-# Appendix D.8 variants (the faithful engine's own constructions) this engine does not implement; D.9 full
-# exploration and the final dense re-rank it does.
-COMPILED_ONLY_DEFAULTS = {"clustering": "kmeans", "mixing": "alpha", "expansion": "cluster"}
 # reassociation lets LLVM sum inner products in SIMD lanes; no 'nnan'/'ninf': padding scores are -inf
 FAST = {"reassoc", "contract"}
 
@@ -193,6 +191,22 @@ if numba is not None:
                 out[i] = max(np.float32(value), np.float32(0.0))
 
     @njit(cache=True)
+    def _assign(xc, centres, cn, k, labels):
+        """Lloyd's E-step as scikit-learn computes it: ``‖c‖² − 2·x·c`` in float32, first minimum wins.
+        Returns the label of each row in ``labels``; ``cn`` receives the centres' squared norms."""
+        for c in range(k):
+            cn[c] = _dot32(centres[c], centres[c])
+        for i in range(xc.shape[0]):
+            best = 0
+            best_d = cn[0] + np.float32(-2.0) * _dot32(xc[i], centres[0])
+            for c in range(1, k):
+                dc = cn[c] + np.float32(-2.0) * _dot32(xc[i], centres[c])
+                if dc < best_d:
+                    best_d = dc
+                    best = c
+            labels[i] = best
+
+    @njit(cache=True)
     def _kmeans_labels(x, ids, k, stream, first_centre, cumsum_f32, labels):
         """``KMeans(n_clusters=k, random_state=seed).fit_predict(x)`` replayed; labels into ``labels``.
 
@@ -280,22 +294,13 @@ if numba is not None:
         labels_old = np.full(n, -1, dtype=np.int64)
         strict = False
         for _ in range(KMEANS_MAX_ITER):
-            for c in range(k):
-                cn[c] = _dot32(centres[c], centres[c])
+            _assign(xc, centres, cn, k, labels)
             new[:] = 0.0
             weights[:] = 0.0
-            for i in range(n):
-                best = 0
-                best_d = cn[0] + np.float32(-2.0) * _dot32(xc[i], centres[0])
-                for c in range(1, k):
-                    dc = cn[c] + np.float32(-2.0) * _dot32(xc[i], centres[c])
-                    if dc < best_d:
-                        best_d = dc
-                        best = c
-                labels[i] = best
-                weights[best] += np.float32(1.0)
+            for i in range(n):  # M-step sums row by row, in float32, as scikit-learn's chunk loop
+                weights[labels[i]] += np.float32(1.0)
                 for j in range(d):
-                    new[best, j] += xc[i, j]
+                    new[labels[i], j] += xc[i, j]
             n_empty = 0
             for c in range(k):
                 if weights[c] == 0:
@@ -353,17 +358,7 @@ if numba is not None:
                 break
             labels_old[:] = labels
         if not strict:  # the final E-step with the last centres
-            for c in range(k):
-                cn[c] = _dot32(centres[c], centres[c])
-            for i in range(n):
-                best = 0
-                best_d = cn[0] + np.float32(-2.0) * _dot32(xc[i], centres[0])
-                for c in range(1, k):
-                    dc = cn[c] + np.float32(-2.0) * _dot32(xc[i], centres[c])
-                    if dc < best_d:
-                        best_d = dc
-                        best = c
-                labels[i] = best
+            _assign(xc, centres, cn, k, labels)
         return status
 
     @njit(cache=True)
@@ -575,15 +570,6 @@ if numba is not None:
 # host side
 
 
-def _check_supported(params: RecollectionParams) -> None:
-    validate_params(params)
-    unsupported = [f"{name}={getattr(params, name)!r}" for name, default in COMPILED_ONLY_DEFAULTS.items()
-                   if getattr(params, name, default) != default]
-    if unsupported:
-        raise ValueError(f"the compiled engine runs the released algorithm only; {', '.join(unsupported)} needs "
-                         "engine='faithful'")
-
-
 def recollect_compiled(q0s: np.ndarray, pools: np.ndarray, lengths: np.ndarray, pool_of_query: np.ndarray,
                        params: RecollectionParams, canonical: np.ndarray | None = None) -> RecollectionBatch:
     """Recollection for ``b`` queries, each against one of ``E`` pools, in compiled code.
@@ -595,7 +581,8 @@ def recollect_compiled(q0s: np.ndarray, pools: np.ndarray, lengths: np.ndarray, 
     as ``recollect_faithful`` gives query by query.
     """
     require_numba()
-    _check_supported(params)
+    validate_params(params)
+    refuse_faithful_only_variants(params, "compiled")  # D.9 full exploration and the dense re-rank it does run
     q0s = np.ascontiguousarray(q0s, dtype=np.float32)
     pools = np.ascontiguousarray(pools, dtype=np.float32)
     lengths = np.ascontiguousarray(lengths, dtype=np.int64)

@@ -377,6 +377,20 @@ def nondefault_variants(params: RecollectionParams) -> list[str]:
             if getattr(params, name) != default]
 
 
+# The D.8 constructions above exist in this engine only; the group engines (batched, projected, compiled) run the
+# released algorithm, plus D.9 full exploration and the final dense re-rank.
+FAITHFUL_ONLY_DEFAULTS = {"clustering": "kmeans", "mixing": "alpha", "expansion": "cluster"}
+
+
+def refuse_faithful_only_variants(params: RecollectionParams, engine: str) -> None:
+    """Raise, naming each switch, if ``params`` asks ``engine`` for a D.8 construction only this module has."""
+    unsupported = [f"{name}={getattr(params, name)!r}" for name, default in FAITHFUL_ONLY_DEFAULTS.items()
+                   if getattr(params, name, default) != default]
+    if unsupported:
+        raise ValueError(f"the {engine} engine runs the released algorithm only; {', '.join(unsupported)} needs "
+                         "engine='faithful'")
+
+
 def validate_params(params: RecollectionParams) -> None:
     """Reject settings the algorithm has no meaning for, with the offending field named."""
     if params.k < 1:
