@@ -184,38 +184,60 @@ def test_fewer_candidates_than_clusters() -> None:
     assert result.trace["dead_branches_per_round"][0] == 0  # k = min(B, n) = 2: no empty cluster
 
 
-def test_duplicate_embeddings_make_dead_branches_never_nan() -> None:
-    # five copies of one vector and one other: k = 3 > 2 distinct points, so one cluster is empty
+def check_duplicate_embeddings_make_dead_branches(engine) -> None:
+    """Five copies of one vector and one other: k = 3 > 2 distinct points, so one cluster is empty. ``engine``
+    runs one query (``run(q0, pool, params)``); shared with the compiled engine's tests."""
     v, w = unit([0.8, 0.6, 0.0]), unit([0.6, 0.0, 0.8])
     pool = np.vstack([v, v, v, w, v, v]).astype(np.float32)
     for policy in ("keep", "drop"):
         params = RecollectionParams(k=6, beam=3, fanout=2, rounds=4, mmr_lambda=0.9, min_sim=0.0,
                                     dead_branch_policy=policy)
-        result = run(Q0, pool, params)
+        result = engine(Q0, pool, params)
         assert sorted(result.positions) == list(range(6))
         assert all(math.isfinite(s) for s in result.scores)
         assert result.trace["dead_branches_per_round"][0] == 1
         if recollect_faithful is not None:
-            assert result.positions == recollect_faithful(Q0, pool, params).positions
+            reference = recollect_faithful(Q0, pool, params)
+            assert (result.positions, result.trace) == (reference.positions, reference.trace)
+
+
+def test_duplicate_embeddings_make_dead_branches_never_nan() -> None:
+    check_duplicate_embeddings_make_dead_branches(run)
+
+
+def check_identical_pool_only_duplicates(engine) -> None:
+    """Seven copies of one vector: every KMeans with k > 1 has empty clusters; all seven come out, in the faithful
+    engine's order, never NaN. Shared with the compiled engine's tests."""
+    pool = np.repeat(unit([[0.6, 0.8, 0.0]]), 7, axis=0)
+    params = RecollectionParams(k=7, beam=4, fanout=2, rounds=6, mmr_lambda=0.9, min_sim=0.0)
+    result = engine(Q0, pool, params)
+    assert sorted(result.positions) == list(range(7))
+    assert all(math.isfinite(s) for s in result.scores)
+    if recollect_faithful is not None:
+        assert result.positions == recollect_faithful(Q0, pool, params).positions
 
 
 def test_identical_pool_only_duplicates() -> None:
-    pool = np.repeat(unit([[0.6, 0.8, 0.0]]), 7, axis=0)
-    params = RecollectionParams(k=7, beam=4, fanout=2, rounds=6, mmr_lambda=0.9, min_sim=0.0)
-    result = run(Q0, pool, params)
-    assert sorted(result.positions) == list(range(7))
-    assert all(math.isfinite(s) for s in result.scores)
+    check_identical_pool_only_duplicates(run)
 
 
-def test_k_larger_than_pool() -> None:
+def check_k_larger_than_pool(engine) -> None:
+    """K = 10 over 5 memories: all five, and a trace of all R rounds (every round after the pool is exhausted is
+    empty; an engine may stop searching but must report them as the faithful engine does). Shared with the
+    compiled engine's tests."""
     rng = np.random.default_rng(2)
     pool = random_pool(rng, 5, 8)
     q0 = random_query(rng, pool)
     params = RecollectionParams(k=10, beam=3, fanout=2, rounds=10, min_sim=None)
-    result = run(q0, pool, params)
+    result = engine(q0, pool, params)
     assert sorted(result.positions) == [0, 1, 2, 3, 4]
-    # once the pool is exhausted every later round is empty; the trace still covers all R rounds
     assert result.trace["rounds"] == 10 and result.trace["stop_reason"] == "rounds_exhausted"
+    if recollect_faithful is not None:
+        assert result.trace == recollect_faithful(q0, pool, params).trace
+
+
+def test_k_larger_than_pool() -> None:
+    check_k_larger_than_pool(run)
 
 
 def test_zero_norm_vectors_and_zero_query() -> None:

@@ -20,7 +20,9 @@ from memrepro.retrievers.rfmem.compiled import (KMEANS_NOT_REPLAYED, KMEANS_OK, 
                                                 recollect_compiled)
 from memrepro.retrievers.rfmem.params import RecollectionParams
 from memrepro.retrievers.rfmem.recollection import RecollectionResult, recollect_faithful
-from tests.test_rfmem_batched import (AGREEMENT_SETTINGS, HAND_POOL, Q0, _kmeans_problems, random_pool,
+from tests.test_rfmem_batched import (AGREEMENT_SETTINGS, HAND_POOL, Q0, _kmeans_problems,
+                                      check_duplicate_embeddings_make_dead_branches,
+                                      check_identical_pool_only_duplicates, check_k_larger_than_pool, random_pool,
                                       random_query, unit)
 
 
@@ -61,37 +63,15 @@ def test_fanout_one_and_lambda_one_gives_dense_top_b_in_order() -> None:
 
 
 def test_duplicate_embeddings_make_dead_branches_never_nan() -> None:
-    v, w = unit([0.8, 0.6, 0.0]), unit([0.6, 0.0, 0.8])
-    pool = np.vstack([v, v, v, w, v, v]).astype(np.float32)
-    for policy in ("keep", "drop"):
-        params = RecollectionParams(k=6, beam=3, fanout=2, rounds=4, mmr_lambda=0.9, min_sim=0.0,
-                                    dead_branch_policy=policy)
-        result = run(Q0, pool, params)
-        reference = recollect_faithful(Q0, pool, params)
-        assert sorted(result.positions) == list(range(6))
-        assert all(math.isfinite(s) for s in result.scores)
-        assert result.trace["dead_branches_per_round"][0] == 1
-        assert (result.positions, result.trace) == (reference.positions, reference.trace)
+    check_duplicate_embeddings_make_dead_branches(run)
 
 
 def test_identical_pool_only_duplicates() -> None:
-    pool = np.repeat(unit([[0.6, 0.8, 0.0]]), 7, axis=0)
-    params = RecollectionParams(k=7, beam=4, fanout=2, rounds=6, mmr_lambda=0.9, min_sim=0.0)
-    result = run(Q0, pool, params)
-    assert sorted(result.positions) == list(range(7))
-    assert result.positions == recollect_faithful(Q0, pool, params).positions
+    check_identical_pool_only_duplicates(run)
 
 
 def test_k_larger_than_pool_reports_every_round() -> None:
-    rng = np.random.default_rng(2)
-    pool = random_pool(rng, 5, 8)
-    q0 = random_query(rng, pool)
-    params = RecollectionParams(k=10, beam=3, fanout=2, rounds=10, min_sim=None)
-    result = run(q0, pool, params)
-    assert sorted(result.positions) == [0, 1, 2, 3, 4]
-    # the engine stops searching once nothing new is reachable, but reports all R rounds as the faithful one does
-    assert result.trace == recollect_faithful(q0, pool, params).trace
-    assert result.trace["rounds"] == 10 and result.trace["stop_reason"] == "rounds_exhausted"
+    check_k_larger_than_pool(run)
 
 
 def test_zero_norm_vectors_and_zero_query() -> None:
