@@ -11,10 +11,10 @@ on the command line (``retriever=rfmem_personabench retriever.alpha=0.3``).
 ``engine="batched"`` runs ``memrepro.retrievers.rfmem.batched.recollect_batched`` over many queries at once;
 ``engine="projected"`` runs the same batched engine on each pool's span coordinates (``pool_span_coordinates``:
 every inner product kept, ``L + 1`` instead of ``d`` dimensions; rounding differs from the faithful engine's);
-``engine="compiled"`` runs the faithful engine's per-query loop as numba machine code, queries in parallel over
-the cores (``memrepro.retrievers.rfmem.compiled``; compiled once at construction, not inside a timed call).
+``engine="compiled"`` runs the faithful engine's per-query loop as numba machine code on one core
+(``memrepro.retrievers.rfmem.compiled``; compiled or loaded once at construction, not inside a timed call).
 The paper's Appendix D.8-D.9 alternatives (``clustering``, ``mixing``, ``expansion``, ``full_exploration``; see
-``recollection.py``) exist in the faithful engine only: the batched engines refuse them at construction.
+``recollection.py``) exist in the faithful engine only: the group engines refuse them at construction.
 
 Latency: the trace holds ``gate_ms`` (probe + rule) and ``path_ms`` (the chosen path only, RF-Mem's own timer)
 per query; ``latency_ms`` is ``path_ms`` under ``latency_scope="path_only"`` (what the paper's tables report)
@@ -24,6 +24,7 @@ query's amortised share.
 
 from __future__ import annotations
 
+import logging
 import time
 from typing import Any, Callable, Literal, Sequence
 
@@ -37,6 +38,8 @@ from memrepro.retrievers.rfmem.params import FamiliarityParams, GateParams, Reco
 from memrepro.retrievers.rfmem.recollection import (RecollectionResult, nondefault_variants, recollect_faithful,
                                                      validate_params)
 from memrepro.search import DEFAULT_CHUNK_BYTES, EpisodeIndex, Hits, search
+
+log = logging.getLogger("memrepro")
 
 ENGINES = ("faithful", "batched", "projected", "compiled")
 BATCHED_ENGINES = ("batched", "projected", "compiled")  # engines that take a whole group of queries at once
@@ -79,6 +82,9 @@ def _recollect_compiled(vectors: np.ndarray, episode_ids: Sequence[str], index: 
     canonical = None if index.canonical is None else index.canonical.cpu().numpy()
     batch = recollect_compiled(vectors, index.matrix.detach().cpu().numpy(), index.lengths.cpu().numpy(),
                                _index_rows(index, episode_ids), params, canonical)
+    if batch.fallbacks:
+        log.info("engine=compiled: %d of %d queries recomputed by the faithful engine (ambiguous empty-cluster "
+                 "relocation in KMeans)", batch.fallbacks, len(batch.results))
     return batch.results
 
 
@@ -130,9 +136,9 @@ class _EpisodePools:
         return self._cache[episode_id]
 
 
-def _recollect_batched_chunks(engine: Callable[..., list[RecollectionResult]], query_vectors: np.ndarray, episode_ids: Sequence[str],
-                              index: EpisodeIndex, params: RecollectionParams, chunk_bytes: int,
-                              project: bool = False) -> list[RecollectionResult]:
+def _recollect_batched_chunks(engine: Callable[..., list[RecollectionResult]], query_vectors: np.ndarray,
+                              episode_ids: Sequence[str], index: EpisodeIndex, params: RecollectionParams,
+                              chunk_bytes: int, project: bool = False) -> list[RecollectionResult]:
     """Run the batched engine on chunks of queries whose gathered pools fit ``chunk_bytes``; with ``project``,
     on each chunk's distinct pools in span coordinates (factorised once per pool, not per query)."""
     if not len(episode_ids):
