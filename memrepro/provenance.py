@@ -8,11 +8,15 @@ import json
 import os
 import platform
 import subprocess
+import uuid
 from pathlib import Path
 from typing import Any, Mapping
 
 PACKAGES = ("memrepro", "torch", "numpy", "sentence-transformers", "transformers", "faiss-cpu", "ir-measures",
-            "pytrec-eval-terrier", "hydra-core", "omegaconf", "scikit-learn", "scipy", "pandas")
+            "pytrec-eval-terrier", "hydra-core", "omegaconf", "scikit-learn", "scipy", "pandas", "numba")
+# One id per Python process: runs that share it were timed side by side (one Hydra multirun), under one set of
+# conditions; the engine agreement table compares speed only between such runs.
+PROCESS_ID = f"{os.getpid()}-{uuid.uuid4().hex[:8]}"
 
 
 def config_hash(config: Mapping[str, Any]) -> str:
@@ -53,6 +57,7 @@ def hardware(device: str) -> dict[str, Any]:
         "cpu_count": os.cpu_count(),
         "torch_threads": torch.get_num_threads(),
         "load_average": list(os.getloadavg()) if hasattr(os, "getloadavg") else None,
+        "process": PROCESS_ID,
     }
     if device.startswith("cuda") and torch.cuda.is_available():
         info["gpu"] = torch.cuda.get_device_name(torch.device(device))

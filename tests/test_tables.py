@@ -200,24 +200,32 @@ def test_engine_agreement_pairs_runs_that_differ_only_in_the_engine(tmp_path: Pa
 
     base = {**rfmem.recollection_settings("recollection_personabench_table2_r5")}
     for engine, seconds, tops in (("faithful", 8.0, [["a", "b"], ["c"]]), ("batched", 1.0, [["a", "b"], ["d"]]),
-                                  ("faithful", 5.0, [["a"], ["c"]])):
+                                  ("faithful", 5.0, [["a"], ["c"]]), ("projected", 0.5, [["a", "b"], ["c"]])):
         retriever = {**base, "engine": engine, **({"alpha": 0.5} if seconds == 5.0 else {})}
         folder = _write_run(tmp_path, "recollection", "all-mpnet-base-v2", retriever, {"pb_recall@5": 0.4},
                             {}, {"q0": {}, "q1": {}})
         doc = json.loads((folder / "metrics.json").read_text())
         doc.update(primary=["pb_recall@5"], timings={"retrieve_s": seconds})
+        if engine == "projected":  # made an hour after the faithful run: not side by side
+            doc["provenance"]["created"] = "2026-01-01T13:00:00+00:00"
+        elif engine == "faithful":
+            doc["provenance"]["created"] = "2026-01-01T12:00:00+00:00"
+        else:
+            doc["provenance"]["created"] = "2026-01-01T12:00:05+00:00"
         doc["summary"]["pooled"]["pb_recall@5"] = 0.4 if engine == "faithful" else 0.35
         (folder / "metrics.json").write_text(json.dumps(doc))
         rows = [{"split": "all", "query_id": f"q{i}", "excluded": None, "metrics": {}, "top": [[m, 1.0] for m in top]}
                 for i, top in enumerate(tops)]
         (folder / "queries.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     frame, summary = agreement_table(complete_runs(tmp_path))
-    assert len(frame) == 1  # the alpha=0.5 faithful run has no batched twin
-    row = frame.iloc[0]
-    shown = (row["engine"], row["identical rankings"], row["Δ (engine − faithful)"], row["speed-up"])
-    assert shown == ("batched", "50.00%", "-0.0500", "8.0x")
+    assert len(frame) == 2  # the alpha=0.5 faithful run has no twin
+    shown = [(row["engine"], row["identical rankings"], row["Δ (engine − faithful)"], row["speed-up"],
+              row["side by side"]) for _, row in frame.iterrows()]
+    assert shown == [("batched", "50.00%", "-0.0500", "8.0x", "yes"), ("projected", "100.00%", "-0.0500", "16.0x", "no")]
     assert summary == ["batched: 1 pairs: identical rankings mean 50.00% (min 50.00%); max |Δ| 0.0500; speed-up "
-                       "median 8.0x (min 8.0x, max 8.0x)"]
+                       "median 8.0x (min 8.0x, max 8.0x)",
+                       "projected: 1 pairs: identical rankings mean 100.00% (min 100.00%); max |Δ| 0.0500; no "
+                       "side-by-side pair timed (1 timed apart, left out)"]
 
 
 def test_figures_are_drawn_from_sweeps_and_gaps_are_named(tmp_path: Path) -> None:
@@ -340,3 +348,21 @@ def test_table3_marks_significant_differences_in_the_frame(tmp_path: Path) -> No
     assert ours.loc["Recollection", "S R@5"].endswith("*") and not ours.loc["Familiarity", "S R@5"].endswith("*")
     assert ours.loc["Recollection", "M R@5"] == "—"
     assert len([n for n in notes if "Recollection − Familiarity" in n]) == 3
+
+
+def test_engine_pairs_are_side_by_side_only_within_one_process() -> None:
+    """Speed ratios are only summarised for runs timed in one process (one multirun); older runs without a process
+    id fall back to creation times within ten minutes."""
+    from types import SimpleNamespace
+
+    from memrepro.tables.engines import _side_by_side
+
+    def run(process: str | None, created: float) -> SimpleNamespace:
+        hardware = {"process": process} if process else {}
+        return SimpleNamespace(metrics={"provenance": {"hardware": hardware}}, created=created)
+
+    assert _side_by_side(run("1-a", 0.0), run("1-a", 5000.0))
+    assert not _side_by_side(run("1-a", 0.0), run("2-b", 1.0))  # separate processes, seconds apart
+    assert not _side_by_side(run("1-a", 0.0), run(None, 1.0))
+    assert _side_by_side(run(None, 0.0), run(None, 599.0))
+    assert not _side_by_side(run(None, 0.0), run(None, 601.0))

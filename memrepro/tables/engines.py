@@ -6,7 +6,10 @@ faithful engine against each other one (``batched``; ``projected``, the batched 
 Per pair: the share of queries with identical stored top-N lists, the delta of the primary metric (pooled), and
 the retrieval wall time of each (``timings.retrieve_s``, the whole query set through ``retrieve``) with their
 ratio. Runs of one Hydra multirun (``retriever.engine=faithful,batched,projected,compiled``) share a process and its
-conditions; runs made at different times may not, so the ratio is a measurement of this machine, not a constant.
+conditions; runs made at different times may not, so the ratio is a measurement of this machine, not a constant. A
+pair whose runs come from different processes (``provenance.hardware.process``; runs older than that field: made
+more than ``SIDE_BY_SIDE_S`` apart) is marked "no" under "side by side" and left out of the speed-up summary (its
+agreement still counts).
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from memrepro.tables.runs import NON_MEASURING_RETRIEVER_KEYS, Run
 SETTING_KEYS = ("k", "beam", "fanout", "alpha", "tau")
 OTHER_ENGINES = ("batched", "projected", "compiled")
 DELTA = "Δ (engine − faithful)"
+SIDE_BY_SIDE_S = 600.0  # runs without a process id: a multirun's runs of one setting follow each other in seconds
 
 
 def _key(run: Run) -> str:
@@ -54,7 +58,17 @@ def compare(faithful: Run, other: Run) -> dict[str, Any]:
     return {"dataset": faithful.dataset, "encoder": faithful.encoder_label, "retriever": faithful.retriever_name,
             "settings": settings, "engine": other.retriever["engine"], "queries": len(a), "identical rankings": same,
             "metric": primary, DELTA: delta, "faithful retrieve (s)": slow, "engine retrieve (s)": fast,
-            "speed-up": slow / max(fast, 1e-9)}
+            "speed-up": slow / max(fast, 1e-9),
+            "side by side": _side_by_side(faithful, other)}
+
+
+def _side_by_side(a: Run, b: Run) -> bool:
+    """Whether two runs were timed in one process (one multirun): the same process id, or for runs that predate
+    the id, creation times within ``SIDE_BY_SIDE_S``."""
+    process_a, process_b = (((r.metrics.get("provenance") or {}).get("hardware") or {}).get("process") for r in (a, b))
+    if process_a or process_b:
+        return process_a == process_b
+    return abs(a.created - b.created) <= SIDE_BY_SIDE_S
 
 
 def agreement_table(runs: Sequence[Run]) -> tuple[pd.DataFrame, list[str]]:
@@ -65,15 +79,20 @@ def agreement_table(runs: Sequence[Run]) -> tuple[pd.DataFrame, list[str]]:
     frame = pd.DataFrame(rows)
     summary = []
     for engine, part in frame.groupby("engine", sort=True):
-        ratios = part["speed-up"].tolist()
+        ratios = part.loc[part["side by side"], "speed-up"].tolist()
+        apart = len(part) - len(ratios)
+        speed = (f"speed-up median {statistics.median(ratios):.1f}x (min {min(ratios):.1f}x, max {max(ratios):.1f}x)"
+                 if ratios else "no side-by-side pair timed")
+        if apart:
+            speed += (f" over the {len(ratios)} side-by-side pairs" if ratios else "") + \
+                f" ({apart} timed apart, left out)"
         summary.append(f"{engine}: {len(part)} pairs: identical rankings mean {part['identical rankings'].mean():.2%} "
-                       f"(min {part['identical rankings'].min():.2%}); max |Δ| {part[DELTA].abs().max():.4f}; "
-                       f"speed-up median {statistics.median(ratios):.1f}x (min {min(ratios):.1f}x, "
-                       f"max {max(ratios):.1f}x)")
+                       f"(min {part['identical rankings'].min():.2%}); max |Δ| {part[DELTA].abs().max():.4f}; {speed}")
     shown = frame.assign(**{
         "identical rankings": frame["identical rankings"].map(lambda v: f"{v:.2%}"),
         DELTA: frame[DELTA].map(lambda v: f"{v:+.4f}"),
         "faithful retrieve (s)": frame["faithful retrieve (s)"].map(lambda v: f"{v:.2f}"),
         "engine retrieve (s)": frame["engine retrieve (s)"].map(lambda v: f"{v:.2f}"),
-        "speed-up": frame["speed-up"].map(lambda v: f"{v:.1f}x")})
+        "speed-up": frame["speed-up"].map(lambda v: f"{v:.1f}x"),
+        "side by side": frame["side by side"].map(lambda v: "yes" if v else "no")})
     return shown.astype(str), summary
