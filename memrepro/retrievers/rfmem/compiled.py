@@ -41,6 +41,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from memrepro.retrievers.rfmem.batched import (_first_centre, _n_local_trials, _sklearn_cumsum_is_float32,
+                                                _uniform_stream)
 from memrepro.retrievers.rfmem.params import RecollectionParams
 from memrepro.retrievers.rfmem.recollection import (RecollectionResult, recollect_faithful,
                                                      refuse_faithful_only_variants, validate_params)
@@ -76,36 +78,16 @@ class RecollectionBatch:
 
 
 # ----------------------------------------------------------------------------------------------------------
-# random stream and k-means++ first centres (host side, once per call)
-
-
-def _n_local_trials(k: int) -> int:
-    """scikit-learn's k-means++ trials per centre after the first: ``2 + int(log k)``."""
-    return 2 + int(np.log(k))
+# k-means++ first centres (host side, once per call; the stream, the trial count and the cumsum probe are the
+# batched engine's, which replays the same scikit-learn code)
 
 
 @functools.lru_cache(maxsize=16)
 def _first_centres(seed: int, max_n: int) -> np.ndarray:
-    """``first[n]``: the first k-means++ centre scikit-learn picks among ``n`` unit-weight samples.
-
-    ``RandomState(seed).choice(n, p=w / w.sum())``: a float64 cdf of the float32 probabilities, normalised by its
-    last entry, searched (side="right") with the stream's first double.
-    """
-    u0 = np.random.RandomState(seed).random_sample(1)[0]
-    first = np.zeros(max_n + 1, dtype=np.int64)
-    for n in range(1, max_n + 1):
-        cdf = (np.ones(n, dtype=np.float32) / np.float32(n)).astype(np.float64).cumsum()
-        cdf /= cdf[-1]
-        first[n] = int(cdf.searchsorted(u0, side="right"))
+    """``first[n]`` = ``batched._first_centre(seed, n)`` for every ``n <= max_n``, as one array the kernels index."""
+    first = np.array([0] + [_first_centre(seed, n) for n in range(1, max_n + 1)], dtype=np.int64)
     first.flags.writeable = False  # shared by every call through the cache
     return first
-
-
-def _sklearn_cumsum_is_float32() -> bool:
-    """Whether the installed scikit-learn forms the k-means++ cumulative potential in float32 (releases after
-    1.6 call ``np.cumsum`` on float32 distances; 1.6.1, which RF-Mem pins, used float64 ``stable_cumsum``)."""
-    from memrepro.retrievers.rfmem.batched import _sklearn_cumsum_is_float32 as probe
-    return probe()
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -616,7 +598,7 @@ def recollect_compiled(q0s: np.ndarray, pools: np.ndarray, lengths: np.ndarray, 
     B, F, R, K = params.beam, params.fanout, params.rounds, params.k
     k_max = min(B, (B + R - 1) * F, max(L, 1))
     draws = 1 + max(k_max - 1, 0) * _n_local_trials(max(k_max, 1))  # enough for every problem's k <= k_max
-    stream = np.random.RandomState(params.kmeans_seed).random_sample(draws)
+    stream = _uniform_stream(params.kmeans_seed, draws)
     first_centre = _first_centres(params.kmeans_seed, max(L, 1))
     floor = 0.0 if params.min_sim is None else float(params.min_sim)
     full_exploration = bool(params.full_exploration)
@@ -692,7 +674,7 @@ def kmeans_labels(x: np.ndarray, k: int, seed: int = 42) -> tuple[np.ndarray, in
         raise ValueError(f"need 1 <= k <= n, got k={k}, n={n}")
     ids = np.empty(n, dtype=np.int64)
     _canonical_rows(x, n, ids)
-    stream = np.random.RandomState(seed).random_sample(1 + (k - 1) * _n_local_trials(k))
+    stream = _uniform_stream(seed, 1 + (k - 1) * _n_local_trials(k))
     labels = np.zeros(n, dtype=np.int64)
     status = _kmeans_labels(x, ids, k, stream, _first_centres(seed, n), _sklearn_cumsum_is_float32(), labels)
     return labels, int(status)
