@@ -78,21 +78,31 @@ def probe_stats(scores: np.ndarray, params: GateParams) -> tuple[np.float32 | No
     kept = np.asarray(scores, dtype=np.float32)
     if kept.size == 0:
         return None, None, 0
+    means, entropies = _probe_stats_rows(kept[None, :], params)
+    return np.float32(means[0]), float(entropies[0]), int(kept.size)
+
+
+def _probe_stats_rows(matrix: np.ndarray, params: GateParams) -> tuple[np.ndarray, np.ndarray]:
+    """Mean and entropy of each row of ``matrix`` ``(g, K′)``, K′ ≥ 1, in the code's float32 operations.
+
+    Row-wise on a C-contiguous matrix, NumPy reduces each row exactly as it reduces the 1-D array, so one row is
+    bit for bit the per-query computation (``tests/test_rfmem_gate.py`` checks ``gate_many`` against it).
+    """
     with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
-        mean = np.mean(kept)  # float32 accumulation, like the code's np.mean on a float32 array
-        ordered = np.sort(kept)[::-1]
+        means = np.mean(matrix, axis=1)  # float32 accumulation, like the code's np.mean on a float32 array
+        ordered = np.sort(matrix, axis=1)[:, ::-1]
         x = np.float32(params.lam) * ordered
-        z = x - x.max()
+        z = x - x.max(axis=1, keepdims=True)
         p = np.exp(z).astype(np.float32)
-        p = p / (p.sum() + np.float32(params.eps))
+        p = p / (p.sum(axis=1, keepdims=True) + np.float32(params.eps))
         terms = p * np.log(p + np.float32(params.eps))
         if params.entropy_form == "code_mean":
-            entropy = -terms.mean()
+            entropies = -terms.mean(axis=1)
         elif params.entropy_form == "shannon_sum":
-            entropy = -terms.sum()
+            entropies = -terms.sum(axis=1)
         else:
             raise ValueError(f"entropy_form must be 'code_mean' or 'shannon_sum', got {params.entropy_form!r}")
-    return np.float32(mean), float(entropy), int(kept.size)
+    return means, entropies
 
 
 def decide(mean: np.floating | float | None, entropy: float | None, kept: int,
@@ -117,11 +127,15 @@ def decide(mean: np.floating | float | None, entropy: float | None, kept: int,
 def gate_from_top_scores(top_scores: np.ndarray, pool_size: int, params: GateParams) -> GateDecision:
     """Gate decision from one query's probe result (its top-``probe_k`` real scores, descending)."""
     kept = kept_probe_scores(top_scores, pool_size, params)
-    mean, entropy, n_kept = probe_stats(kept, params)
-    path, rule = decide(mean, entropy, n_kept, params)
+    return _decision(*probe_stats(kept, params), params)
+
+
+def _decision(mean: np.floating | None, entropy: float | None, kept: int, params: GateParams) -> GateDecision:
+    """The rule applied to one query's statistics; non-finite statistics are recorded as None."""
+    path, rule = decide(mean, entropy, kept, params)
     finite_entropy = entropy if entropy is not None and np.isfinite(entropy) else None
     finite_mean = float(mean) if mean is not None and np.isfinite(mean) else None
-    return GateDecision(path, rule, finite_mean, finite_entropy, n_kept)
+    return GateDecision(path, rule, finite_mean, finite_entropy, kept)
 
 
 def gate_many(top_scores: Sequence[np.ndarray], pool_sizes: Sequence[int], params: GateParams) -> list[GateDecision]:
@@ -142,28 +156,12 @@ def gate_many(top_scores: Sequence[np.ndarray], pool_sizes: Sequence[int], param
     for count, members in by_count.items():
         if count == 0:
             for i in members:
-                decisions[i] = gate_from_top_scores(kept[i][:0], 0, params)
+                decisions[i] = _decision(None, None, 0, params)
             continue
-        matrix = np.stack([kept[i] for i in members]).astype(np.float32, copy=False)
-        with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
-            means = np.mean(matrix, axis=1)
-            ordered = np.sort(matrix, axis=1)[:, ::-1]
-            x = np.float32(params.lam) * ordered
-            z = x - x.max(axis=1, keepdims=True)
-            p = np.exp(z).astype(np.float32)
-            p = p / (p.sum(axis=1, keepdims=True) + np.float32(params.eps))
-            terms = p * np.log(p + np.float32(params.eps))
-            if params.entropy_form == "code_mean":
-                entropies = -terms.mean(axis=1)
-            elif params.entropy_form == "shannon_sum":
-                entropies = -terms.sum(axis=1)
-            else:
-                raise ValueError(f"entropy_form must be 'code_mean' or 'shannon_sum', got {params.entropy_form!r}")
+        means, entropies = _probe_stats_rows(np.stack([kept[i] for i in members]).astype(np.float32, copy=False),
+                                             params)
         for i, mean, entropy in zip(members, means, entropies.tolist()):
-            path, rule = decide(mean, entropy, count, params)
-            finite_entropy = entropy if np.isfinite(entropy) else None
-            finite_mean = float(mean) if np.isfinite(mean) else None
-            decisions[i] = GateDecision(path, rule, finite_mean, finite_entropy, count)
+            decisions[i] = _decision(mean, entropy, count, params)
     return decisions  # type: ignore[return-value]
 
 
