@@ -71,8 +71,11 @@ def load_group_engine(engine: str, chunk_bytes: int = DEFAULT_CHUNK_BYTES) -> Gr
     return run
 
 
-def _index_rows(index: EpisodeIndex, episode_ids: Sequence[str]) -> np.ndarray:
-    return np.fromiter((index.row_of[e] for e in episode_ids), dtype=np.int64, count=len(episode_ids))
+def _host_pools(index: EpisodeIndex, episode_ids: Sequence[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The index's padded pools, their lengths and each query's pool row as NumPy, for the compiled kernels (no
+    copy on CPU; on CUDA the pools are copied to the host once per call)."""
+    return (index.matrix.detach().cpu().numpy(), index.lengths.cpu().numpy(),
+            index.rows(episode_ids).cpu().numpy())
 
 
 def _recollect_compiled(vectors: np.ndarray, episode_ids: Sequence[str], index: EpisodeIndex,
@@ -80,8 +83,7 @@ def _recollect_compiled(vectors: np.ndarray, episode_ids: Sequence[str], index: 
     """The compiled engine over the index's padded pools as they are (no per-query copy of a pool)."""
     from memrepro.retrievers.rfmem.compiled import recollect_compiled
     canonical = None if index.canonical is None else index.canonical.cpu().numpy()
-    batch = recollect_compiled(vectors, index.matrix.detach().cpu().numpy(), index.lengths.cpu().numpy(),
-                               _index_rows(index, episode_ids), params, canonical)
+    batch = recollect_compiled(vectors, *_host_pools(index, episode_ids), params, canonical)
     if batch.fallbacks:
         log.info("engine=compiled: %d of %d queries recomputed by the faithful engine (ambiguous empty-cluster "
                  "relocation in KMeans)", batch.fallbacks, len(batch.results))
@@ -99,8 +101,7 @@ def _probe_compiled(index: EpisodeIndex, vectors: np.ndarray, episode_ids: Seque
     """The same top-``k`` from the compiled engine's own products (``top_k_compiled``; rounding may differ from
     torch's in the last float32 bit, duplicates still tie exactly)."""
     from memrepro.retrievers.rfmem.compiled import top_k_compiled
-    positions, scores, counts = top_k_compiled(vectors, index.matrix.detach().cpu().numpy(),
-                                               index.lengths.cpu().numpy(), _index_rows(index, episode_ids), k)
+    positions, scores, counts = top_k_compiled(vectors, *_host_pools(index, episode_ids), k)
     return [Hits(positions[i, :n], scores[i, :n]) for i, n in enumerate(counts.tolist())]
 
 
