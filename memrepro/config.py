@@ -134,10 +134,82 @@ class RFMemRetrieverConfig(RecollectionRetrieverConfig):
 
 
 @dataclass
+class V1RecipeConfig:
+    """ConvMemory v1 training recipe (memrepro.training.convmemory_v1.V1Recipe; official values)."""
+
+    teacher: str = "dense"  # dense (raw cosine: offline substitute) | cross_encoder (teacher_model)
+    teacher_model: Optional[str] = None  # cross_encoder teacher: name or folder, {seed} allowed
+    pairwise_weight: float = 1.0  # 0: gold-only
+    gold_weight: float = 0.35
+    first_rank_weight: float = 0.05
+    first_rank_target: str = "best_gold"  # best_gold | teacher
+    pairwise_top_k: int = 16
+    pairwise_bottom_k: int = 64
+    teacher_temperature: float = 0.1
+    lr: float = 2.0e-4
+    weight_decay: float = 1.0e-4
+    epochs: int = 1
+    init_seed: Optional[int] = None  # None: the split seed
+    limit_queries: Optional[int] = None
+
+
+@dataclass
+class V1ModelsConfig:
+    _target_: str = "memrepro.training.convmemory_v1.V1Models"
+    recipe: V1RecipeConfig = field(default_factory=V1RecipeConfig)
+    path: Optional[str] = None  # explicit checkpoint folder or template with {seed}
+    published: Optional[str] = None  # e.g. Purdy0228/ConvMemory-LoCoMo-MPNet (online; one model for all seeds)
+    train_on_demand: bool = True
+    pool: int = 500
+    raw_weight: float = 0.025
+    router_block_size: int = 32
+    lexical_features: bool = True
+
+
+@dataclass
+class ConvMemoryV1RetrieverConfig:
+    _target_: str = "memrepro.retrievers.convmemory_v1.ConvMemoryV1Retriever"
+    model: V1ModelsConfig = field(default_factory=V1ModelsConfig)
+    window_mode: str = "candidate_local"  # candidate_local (the paper's headline) | full (the package default)
+
+
+@dataclass
+class CrossEncoderRecipeConfig:
+    """ConvMemory v2's published recipe (memrepro.training.cross_encoder.Recipe)."""
+
+    lr: float = 2.0e-5
+    weight_decay: float = 0.01
+    epochs: int = 1
+    batch_records: int = 8
+    max_length: int = 256
+    protected: int = 10
+    limit_queries: Optional[int] = None
+    # no arm here: a cascade's cross-encoder trains with the cascade's own arm (the corruption it is evaluated with)
+
+
+@dataclass
+class TrainedCrossEncodersConfig:
+    """One cross-encoder per split seed: path/template → published → recipe hash → trained on demand."""
+
+    _target_: str = "memrepro.training.cross_encoder.TrainedCrossEncoders"
+    recipe: CrossEncoderRecipeConfig = field(default_factory=CrossEncoderRecipeConfig)
+    base_model: str = "cross-encoder/ms-marco-MiniLM-L-6-v2"  # the published base (online or local path)
+    fallback_base_model: str = "sentence-transformers/all-MiniLM-L6-v2"  # offline: bi-encoder backbone, labelled
+    record_stage: Any = None  # the retriever whose top-10 the records hold; None: the owning cascade's first stage
+    path: Optional[str] = None  # explicit folder or template with {seed}
+    published: Optional[str] = None  # e.g. Purdy0228/ConvMemory-v2-Evidence-Reranker (online, one for all seeds)
+    train_on_demand: bool = True
+    max_length: Optional[int] = 256
+    batch_size: int = 32
+    activation: str = "logit"
+    device: str = "auto"
+
+
+@dataclass
 class CascadeRetrieverConfig:
     _target_: str = "memrepro.retrievers.cascade.CascadeRetriever"
-    first_stage: Any = MISSING  # any retriever config (dense now; rfmem; a learned first stage)
-    cross_encoder: Any = MISSING  # CrossEncoderScorer config, or PerSeedCheckpoints (one model per split seed)
+    first_stage: Any = MISSING  # any retriever config (v1 by default; dense; rfmem)
+    cross_encoder: Any = MISSING  # TrainedCrossEncoders (per split seed) or one CrossEncoderScorer
     protected: int = 10
     arm: str = "full_text"  # full_text | no_memory_text | random_other_query_text | shuffled_memory_text | scalar_only
     arm_seed: int = 0
@@ -197,30 +269,30 @@ class RunConfig:
     latency: LatencyConfig = field(default_factory=LatencyConfig)
     output: OutputConfig = field(default_factory=OutputConfig)
     overwrite: bool = False
+    # Chosen by `first_stage=…` / `cross_encoder=…` / `arm=…` and read by the cascade presets through
+    # interpolation (`retriever.first_stage: ${first_stage}`), so they reach a run id only through the retriever.
+    first_stage: Any = None
+    cross_encoder: Any = None
+    arm: str = "full_text"
 
 
 @dataclass
 class TrainConfig:
+    """``python -m memrepro train``: resolve (train when absent) every model a retriever needs, per split seed."""
+
     dataset: Any = MISSING
     encoder: Any = MISSING
-    first_stage: Any = MISSING
+    retriever: Any = MISSING
+    first_stage: Any = None
+    cross_encoder: Any = None
+    arm: str = "full_text"
     paths: PathsConfig = field(default_factory=PathsConfig)
     runtime: RuntimeConfig = field(default_factory=RuntimeConfig)
-    base_model: str = "cross-encoder/ms-marco-MiniLM-L-6-v2"
-    fallback_base_model: str = "sentence-transformers/all-MiniLM-L6-v2"
     seeds: List[int] = field(default_factory=list)  # empty: every split seed
-    protected: int = 10
-    lr: float = 2e-5
-    weight_decay: float = 0.01
-    epochs: int = 1
-    batch_records: int = 8
-    max_length: int = 256
-    arm: str = "full_text"
-    limit_queries: Optional[int] = None  # smoke runs
 
 
-# Keys that do not change a ranking or a metric: left out of the run id.
-NON_SEMANTIC_KEYS = ("paths", "runtime", "latency", "overwrite", "hydra")
+# Keys that do not change a ranking or a metric by themselves: left out of the run id.
+NON_SEMANTIC_KEYS = ("paths", "runtime", "latency", "overwrite", "hydra", "first_stage", "cross_encoder", "arm")
 
 
 def register_configs() -> None:
@@ -235,6 +307,8 @@ def register_configs() -> None:
     store.store(group="encoder", name="fake_schema", node=FakeEncoderConfig)
     store.store(group="retriever", name="dense_schema", node=DenseRetrieverConfig)
     store.store(group="retriever", name="cascade_schema", node=CascadeRetrieverConfig)
+    store.store(group="retriever", name="convmemory_v1_schema", node=ConvMemoryV1RetrieverConfig)
+    store.store(group="cross_encoder", name="trained_cross_encoders_schema", node=TrainedCrossEncodersConfig)
     store.store(group="retriever", name="fullpool_schema", node=FullPoolRetrieverConfig)
     store.store(group="retriever", name="recollection_schema", node=RecollectionRetrieverConfig)
     store.store(group="retriever", name="rfmem_schema", node=RFMemRetrieverConfig)

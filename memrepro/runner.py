@@ -31,6 +31,7 @@ from memrepro.resume import RetrievalCheckpoint
 from memrepro.results import RunWriter, is_complete, read_metrics, run_dir
 from memrepro.retrievers.base import RetrievalInput, Retriever
 from memrepro.search import EpisodeIndex, build_index, search
+from memrepro.training.artifacts import TrainingContext
 from memrepro.types import Benchmark, Query
 
 log = logging.getLogger("memrepro")
@@ -114,6 +115,10 @@ def _compute(cfg: DictConfig, benchmark: Benchmark, encoder: Any, retriever: Ret
     index, query_vectors, cached = encode_and_index(benchmark, encoder, Path(cfg.paths.cache_dir), device,
                                                     bool(cfg.runtime.progress), timings)
 
+    prepare = getattr(retriever, "prepare", None)  # retrievers with trained models: find or train them per split
+    if prepare is not None:
+        prepare(TrainingContext(benchmark, index, query_vectors, encoder.identity, Path(cfg.paths.models_dir),
+                                device, bool(cfg.runtime.progress), float(cfg.runtime.checkpoint_every_s)))
     _warm_up(index, query_vectors)
     rankings, traces, timings["retrieve_s"], n_retrieved = _retrieve_all(benchmark, retriever, index, query_vectors,
                                                                         int(cfg.runtime.batch_size), checkpoint,

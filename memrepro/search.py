@@ -41,6 +41,11 @@ class EpisodeIndex:
     def rows(self, episode_ids: Sequence[str]) -> torch.Tensor:
         return torch.tensor([self.row_of[e] for e in episode_ids], dtype=torch.long, device=self.device)
 
+    def vectors(self, episode_id: str) -> np.ndarray:
+        """One episode's ``(len, d)`` float32 matrix in pool order, on the host (no padding)."""
+        row = self.row_of[episode_id]
+        return self.matrix[row, : int(self.lengths[row])].detach().cpu().numpy()
+
 
 def build_index(episodes: Mapping[str, Episode], vectors: Mapping[str, np.ndarray], device: str = "cpu",
                 dim: int | None = None) -> EpisodeIndex:

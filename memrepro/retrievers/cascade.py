@@ -86,17 +86,31 @@ def protected_rerank(positions: np.ndarray, first_scores: np.ndarray, ce_scores:
 
 
 class CrossEncoderStage:
-    """A retriever's cross-encoder: one scorer, or one per split seed (``PerSeedCheckpoints``: a callable that
-    returns the scorer trained on that split's dev conversations), chosen by the runner's ``for_split``."""
+    """A retriever's first stage and cross-encoder. The cross-encoder is one scorer, or one per split seed
+    (``TrainedCrossEncoders``: found by recipe hash or trained on demand on that split's dev conversations),
+    chosen by the runner's ``for_split``; a first stage with its own trained models (v1) is resolved there too."""
 
     name: str
+    first_stage: Retriever
 
     def _set_cross_encoder(self, cross_encoder: CrossEncoderScorer | Callable[[Split], Any]) -> None:
         self._scorer_for = cross_encoder if callable(cross_encoder) and not isinstance(
             cross_encoder, CrossEncoderScorer) else None
         self.scorer = None if self._scorer_for else cross_encoder
+        use_first_stage = getattr(self._scorer_for, "use_first_stage", None)
+        if use_first_stage is not None and self.first_stage is not None:
+            use_first_stage(self.first_stage)  # training records come from the stage it will rescore
+
+    def prepare(self, context: Any) -> None:
+        for part in (self.first_stage, self._scorer_for):
+            if hasattr(part, "prepare"):
+                part.prepare(context)
+            elif hasattr(part, "bind"):
+                part.bind(context)
 
     def for_split(self, split: Split) -> None:
+        if hasattr(self.first_stage, "for_split"):
+            self.first_stage.for_split(split)
         if self._scorer_for is not None:
             self.scorer = self._scorer_for(split)
 
@@ -123,6 +137,8 @@ class CascadeRetriever(CrossEncoderStage):
             raise ValueError(f"cascade arm must be one of {ARMS}, got {arm!r}")
         self.first_stage, self.protected, self.arm, self.arm_seed = first_stage, protected, arm, arm_seed
         self._set_cross_encoder(cross_encoder)
+        if hasattr(self._scorer_for, "use_arm"):
+            self._scorer_for.use_arm(arm)
 
     def retrieve(self, queries: Sequence[RetrievalInput], query_vectors: np.ndarray,
                  index: EpisodeIndex) -> list[Retrieved]:

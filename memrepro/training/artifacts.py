@@ -1,0 +1,184 @@
+"""Trained models are derived artifacts, like embeddings: found by recipe hash, trained on demand, verified on load.
+
+A retriever that needs a trained model per split seed (ConvMemory v1, the cascade's cross-encoder, the full-pool
+row with our cross-encoders) holds a :class:`PerSeedArtifact`. For a split it resolves, in order:
+
+1. an explicit ``path`` (a folder, or a template with ``{seed}``/``{split}``): loaded as given; when it carries
+   our training log, its identity (recipe, base model, data hash, encoder) must equal the run's, else refused
+   with both named;
+2. a published checkpoint when asked for (``published``: one model for every seed, online; labelled as leaking);
+3. our checkpoint for the configured recipe: ``<models_dir>/<kind>/<recipe hash>/seed{seed}``, verified;
+4. trained on demand when absent (``train_on_demand``): one line saying what and roughly how long, a progress
+   bar, resumable, then the run continues.
+
+Training reads the benchmark's gold of the split's **dev** conversations only (asserted); nothing of it reaches a
+retriever at retrieval time.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping
+
+import numpy as np
+
+from memrepro.errors import MemreproError
+from memrepro.models.cross_encoder import TRAINING_INFO
+from memrepro.provenance import config_hash
+from memrepro.search import EpisodeIndex
+from memrepro.types import Benchmark, Query, Split
+
+
+class CheckpointMismatchError(MemreproError):
+    """A checkpoint trained for another recipe, base model, data or encoder than the run asks for."""
+
+
+class MissingArtifactError(MemreproError):
+    """No trained model for a split and training on demand is off."""
+
+
+@dataclass
+class TrainingContext:
+    """What training on demand may read: the benchmark (with gold), the encoded vectors, where models live."""
+
+    benchmark: Benchmark
+    index: EpisodeIndex
+    query_vectors: Mapping[str, np.ndarray]
+    encoder_identity: Mapping[str, Any]
+    models_dir: Path
+    device: str = "cpu"
+    progress: bool = True
+    checkpoint_every_s: float = 60.0
+
+    def dev_queries(self, split: Split, limit: int | None = None) -> list[Query]:
+        """The scored questions of the split's dev conversations, in file order; never a test conversation."""
+        dev, test = set(split.dev_episode_ids), set(split.test_episode_ids)
+        if not dev:
+            raise MemreproError(f"split {split.name} has no dev conversations to train on")
+        if dev & test:
+            raise MemreproError(f"split {split.name}: dev and test conversations overlap ({sorted(dev & test)})")
+        queries = [q for q in self.benchmark.queries if q.episode_id in dev and q.scored]
+        return queries[:limit] if limit else queries
+
+
+def data_identity(context: TrainingContext) -> dict[str, Any]:
+    # which split seeds a run evaluates does not change the model trained for one seed
+    return {"dataset": context.benchmark.name, "data_sha256": context.benchmark.data_sha256,
+            "loader_options": {k: v for k, v in dict(context.benchmark.options).items() if k != "seeds"},
+            "encoder": dict(context.encoder_identity)}
+
+
+class PerSeedArtifact:
+    """Resolution, verification and on-demand training of one model per split; subclasses say what the model is
+    (``kind``, ``recipe_identity``, ``train``, ``load``, ``load_published``)."""
+
+    kind = "model"
+
+    def __init__(self, path: str | None = None, published: str | None = None, train_on_demand: bool = True) -> None:
+        self.path, self.published, self.train_on_demand = path or None, published or None, train_on_demand
+        self.context: TrainingContext | None = None
+        self._loaded: dict[Any, Any] = {}
+        self.resolved: dict[str, str] = {}  # split name -> how the model was found (for describe())
+
+    # -- what subclasses provide -----------------------------------------------------------------------------------
+    def recipe_identity(self) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def train(self, split: Split, out_dir: Path) -> None:
+        raise NotImplementedError
+
+    def load(self, folder: Path) -> Any:
+        raise NotImplementedError
+
+    def load_published(self, name: str) -> Any:
+        raise NotImplementedError
+
+    def estimate(self, split: Split) -> str:
+        return ""
+
+    # -- resolution --------------------------------------------------------------------------------------------------
+    def bind(self, context: TrainingContext) -> None:
+        self.context = context
+
+    def identity(self) -> dict[str, Any]:
+        if self.context is None:
+            raise MemreproError(f"{self.kind}: no training context bound (the runner binds one before retrieval)")
+        return {"kind": self.kind, "recipe": self.recipe_identity(), **data_identity(self.context)}
+
+    def identity_hash(self) -> str:
+        return config_hash(self.identity())
+
+    def folder(self, split: Split) -> Path:
+        assert self.context is not None
+        return Path(self.context.models_dir) / self.kind / self.identity_hash() / f"seed{split.seed}"
+
+    def __call__(self, split: Split) -> Any:
+        key = split.seed if split.seed is not None else split.name
+        if key in self._loaded:
+            return self._loaded[key]
+        if self.path:
+            folder = Path(self.path.format(seed=split.seed, split=split.name))
+            if not folder.exists():
+                raise MissingArtifactError(f"{self.kind}: no checkpoint at {folder} (from path={self.path!r}); "
+                                           f"fix the path or drop it to use/train the recipe's own checkpoints")
+            self._verify(folder)
+            self.resolved[split.name] = f"path {folder}"
+            model = self.load(folder)
+        elif self.published:
+            self.resolved[split.name] = f"published {self.published}"
+            model = self.load_published(self.published)
+        else:
+            folder = self.folder(split)
+            if not (folder / TRAINING_INFO).is_file():
+                if not self.train_on_demand:
+                    raise MissingArtifactError(
+                        f"{self.kind}: no checkpoint for split {split.name} at {folder}; run `python -m memrepro "
+                        f"train` with the same settings, or set train_on_demand=true")
+                hint = self.estimate(split)
+                print(f"memrepro: training {self.kind} for split {split.name} (recipe {self.identity_hash()})"
+                      f"{', ' + hint if hint else ''} -> {folder}", flush=True)
+                folder.parent.mkdir(parents=True, exist_ok=True)
+                (folder.parent / "identity.json").write_text(json.dumps(self.identity(), indent=2, default=str))
+                self.train(split, folder)
+            self._verify(folder)
+            self.resolved[split.name] = f"recipe {self.identity_hash()}"
+            model = self.load(folder)
+        self._loaded[key] = model
+        return model
+
+    def _verify(self, folder: Path) -> None:
+        """Our checkpoints carry the identity they were trained for; refuse one that differs from the run's."""
+        info_path = folder / TRAINING_INFO
+        if not info_path.is_file() or self.context is None:
+            return  # a foreign checkpoint (published, or trained elsewhere): loaded as given, labelled by its path
+        try:
+            info = json.loads(info_path.read_text())
+        except (OSError, json.JSONDecodeError) as exc:
+            raise CheckpointMismatchError(f"{info_path}: unreadable training log ({exc}); delete {folder} to "
+                                          f"retrain it") from None
+        theirs, ours = info.get("identity"), self.identity()
+        if theirs is None:
+            return  # written before identities were recorded
+        if config_hash(theirs) != config_hash(ours):
+            a, b = _flatten(theirs), _flatten(ours)
+            differ = sorted(k for k in set(a) | set(b) if a.get(k) != b.get(k))
+            detail = "; ".join(f"{k}: checkpoint {_short(a.get(k))} vs run {_short(b.get(k))}" for k in differ[:6])
+            raise CheckpointMismatchError(f"{folder}: trained for another recipe, base model, data or encoder than "
+                                          f"this run ({detail}); use the matching settings or another checkpoint")
+
+
+def _flatten(value: Any, prefix: str = "") -> dict[str, Any]:
+    """``{"recipe": {"lr": 1}}`` → ``{"recipe.lr": 1}``: a mismatch is named by its leaves."""
+    if isinstance(value, dict):
+        out: dict[str, Any] = {}
+        for key, inner in value.items():
+            out.update(_flatten(inner, f"{prefix}{key}."))
+        return out
+    return {prefix.rstrip("."): value}
+
+
+def _short(value: Any, limit: int = 80) -> str:
+    text = json.dumps(value, sort_keys=True, default=str)
+    return text if len(text) <= limit else text[:limit] + "…"
