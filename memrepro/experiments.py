@@ -2,13 +2,13 @@
 
 Each entry becomes one ``python -m memrepro run`` (``-m`` for sweeps) or ``train`` command line, run as a child
 process so a failure is reported per entry and the next one still runs. Nothing is skipped here by guessing:
-the runner skips a configuration whose results folder is complete, and ``train`` skips finished seeds, so a
+the runner skips a configuration whose results folder is complete, and trained models are found by recipe hash
+(``train`` skips finished seeds; a run trains what is missing on demand), so a
 second pass costs one dataset load and model load per entry.
 """
 
 from __future__ import annotations
 
-import re
 import subprocess
 import sys
 import time
@@ -22,8 +22,6 @@ from memrepro.errors import MemreproError
 
 DEFAULT_LIST = Path(__file__).resolve().parents[1] / "conf" / "experiments.yaml"
 KINDS = ("run", "train")
-_PLACEHOLDER = re.compile(r"\{train\.([A-Za-z0-9_]+)\}")
-_CHECKPOINTS_LINE = re.compile(r"^checkpoints: (?P<root>.+)$", re.MULTILINE)
 
 
 class ExperimentListError(MemreproError):
@@ -41,14 +39,14 @@ class Experiment:
     feeds: tuple[str, ...] = ()
     cost: str = ""
 
-    def commands(self, common: Sequence[str], checkpoints: dict[str, str]) -> list[list[str]]:
+    def commands(self, common: Sequence[str]) -> list[list[str]]:
         """The child command lines; ``common`` overrides first, the entry's own win on the same key.
 
         Hydra composes a multirun's base config before it expands the sweep, so a choice list for a config group
         (``retriever=a,b``) together with a key inside that group (``retriever.alpha=…``) fails validation
         against the group's default. Such an entry becomes one sweep per choice.
         """
-        own = [self._fill(o, checkpoints) for o in self.overrides]
+        own = list(self.overrides)
         own_keys = {_key(o) for o in own}
         merged = [o for o in common if _key(o) not in own_keys] + own if self.kind == "run" else own
         head = [sys.executable, "-m", "memrepro", self.kind, *(["-m"] if self.sweep else [])]
@@ -58,19 +56,6 @@ class Experiment:
                 continue
             return [head + merged[:i] + [f"{key}={choice}"] + merged[i + 1:] for choice in value.split(",")]
         return [head + merged]
-
-    def train_steps(self) -> set[str]:
-        """Names of the train steps whose checkpoints this entry's overrides use (``{train.<name>}``)."""
-        return {name for override in self.overrides for name in _PLACEHOLDER.findall(override)}
-
-    def _fill(self, override: str, checkpoints: dict[str, str]) -> str:
-        def lookup(match: re.Match[str]) -> str:
-            name = match.group(1)
-            if name not in checkpoints:
-                raise ExperimentListError(f"experiment {self.name!r}: override {override!r} needs the checkpoints of "
-                                          f"train step {name!r}, which has not run (or failed) before it")
-            return checkpoints[name]
-        return _PLACEHOLDER.sub(lookup, override)
 
 
 @dataclass
@@ -142,7 +127,6 @@ def run_experiments(experiments: Sequence[Experiment], common: Sequence[str], *,
                     model_available: Callable[[str], bool] = _model_available,
                     echo: Callable[[str], None] = print) -> list[Outcome]:
     """Run each entry in order (child processes), streaming their output; returns one outcome per entry."""
-    checkpoints: dict[str, str] = {}
     outcomes: list[Outcome] = []
     for experiment in experiments:
         if experiment.optional and not include_optional:
@@ -156,7 +140,7 @@ def run_experiments(experiments: Sequence[Experiment], common: Sequence[str], *,
                  "copy); set its path or go online")
             continue
         try:
-            commands = experiment.commands(common, checkpoints)
+            commands = experiment.commands(common)
         except ExperimentListError as exc:
             outcomes.append(Outcome(experiment.name, "failed", detail=str(exc)))
             echo(f"[{experiment.name}] failed: {exc}")
@@ -165,8 +149,6 @@ def run_experiments(experiments: Sequence[Experiment], common: Sequence[str], *,
             for command in commands:
                 echo(f"[{experiment.name}] {' '.join(command[1:])}")
             outcomes.append(Outcome(experiment.name, "dry-run"))
-            if experiment.kind == "train":
-                checkpoints[experiment.name] = "<checkpoints of " + experiment.name + ">/seed{seed}"
             continue
         start = time.perf_counter()
         lines: list[str] = []
@@ -186,13 +168,6 @@ def run_experiments(experiments: Sequence[Experiment], common: Sequence[str], *,
             outcomes.append(Outcome(experiment.name, "failed", seconds, "; ".join(failures), lines))
             echo(f"[{experiment.name}] failed after {seconds:.0f} s ({'; '.join(failures)})")
             continue
-        if experiment.kind == "train":
-            found = _CHECKPOINTS_LINE.findall("\n".join(lines))
-            if not found:
-                outcomes.append(Outcome(experiment.name, "failed", seconds, "train printed no 'checkpoints:' line",
-                                        lines))
-                continue
-            checkpoints[experiment.name] = found[-1].strip()
         skipped = sum("skipped (already complete)" in line for line in lines)
         done = sum(line.startswith("done: ") for line in lines)
         outcomes.append(Outcome(experiment.name, "ran", seconds, f"{done} computed, {skipped} already complete",

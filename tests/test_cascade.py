@@ -121,30 +121,34 @@ def _cli(*args: str, tmp: Path, data_dir: Path) -> subprocess.CompletedProcess:
 @pytest.mark.real_model
 @pytest.mark.skipif(not _minilm_installed(), reason="MiniLM bundle not installed")
 def test_train_smoke_then_cascade_end_to_end(tmp_path: Path, fixtures_dir: Path) -> None:
-    trained = _cli("train", f"dataset.file={TWO}", "encoder=fake", "seeds=[7]", "limit_queries=4",
-                   "runtime.device=cpu", tmp=tmp_path, data_dir=fixtures_dir)
+    common = (f"dataset.file={TWO}", "encoder=fake", "runtime.device=cpu")
+    trained = _cli("train", *common, "model=cascade", "first_stage=dense", "seeds=[7]",
+                   "cross_encoder.recipe.limit_queries=4", tmp=tmp_path, data_dir=fixtures_dir)
     assert trained.returncode == 0, trained.stderr[-2000:]
-    seed_dirs = list((tmp_path / "models").rglob("seed7"))
+    assert "training cross_encoder for split seed7" in trained.stdout and "records, about" in trained.stdout
+    seed_dirs = list((tmp_path / "models" / "cross_encoder").rglob("seed7"))
     assert len(seed_dirs) == 1
     info = json.loads((seed_dirs[0] / "memrepro_training.json").read_text())
     assert "substitute for cross-encoder/ms-marco-MiniLM-L-6-v2" in info["base_model"]
     assert info["records"] >= 1 and info["steps"] >= 1
-    again = _cli("train", f"dataset.file={TWO}", "encoder=fake", "seeds=[7]", "limit_queries=4",
-                 "runtime.device=cpu", tmp=tmp_path, data_dir=fixtures_dir)
-    assert "skipped" in again.stdout  # resumable: a finished seed is not retrained
+    assert info["identity"]["recipe"]["record_stage"]["name"] == "dense"
+    again = _cli("train", *common, "model=cascade", "first_stage=dense", "seeds=[7]",
+                 "cross_encoder.recipe.limit_queries=4", tmp=tmp_path, data_dir=fixtures_dir)
+    assert again.returncode == 0 and "training" not in again.stdout  # found by recipe hash, not retrained
 
-    template = str(seed_dirs[0]).replace("seed7", "seed{seed}")
-    run = _cli("run", f"dataset.file={TWO}", "dataset.seeds=[7]", "encoder=fake", "retriever=cascade",
-               f"retriever.cross_encoder.template='{template}'", "latency.batch1_queries=1", "latency.warmup=0",
+    run = _cli("run", *common, "dataset.seeds=[7]", "retriever=cascade", "first_stage=dense",
+               "cross_encoder.recipe.limit_queries=4", "latency.batch1_queries=1", "latency.warmup=0",
                tmp=tmp_path, data_dir=fixtures_dir)
     assert run.returncode == 0, run.stderr[-2000:]
-    dense = _cli("run", f"dataset.file={TWO}", "dataset.seeds=[7]", "encoder=fake", "retriever=dense",
-                 "latency.batch1_queries=0", tmp=tmp_path, data_dir=fixtures_dir)
+    assert "training" not in run.stdout
+    dense = _cli("run", *common, "dataset.seeds=[7]", "retriever=dense", "latency.batch1_queries=0",
+                 tmp=tmp_path, data_dir=fixtures_dir)
     assert dense.returncode == 0
-    fullpool = _cli("run", f"dataset.file={TWO}", "dataset.seeds=[7]", "encoder=fake", "retriever=fullpool_trained",
-                    f"retriever.cross_encoder.template='{template}'", "retriever.pool=5", "latency.batch1_queries=1",
-                    "latency.warmup=0", tmp=tmp_path, data_dir=fixtures_dir)
+    fullpool = _cli("run", *common, "dataset.seeds=[7]", "retriever=fullpool_trained",
+                    "retriever.cross_encoder.recipe.limit_queries=4", "retriever.pool=5",
+                    "latency.batch1_queries=1", "latency.warmup=0", tmp=tmp_path, data_dir=fixtures_dir)
     assert fullpool.returncode == 0, fullpool.stderr[-2000:]
+    assert "training" not in fullpool.stdout  # the full pool uses the cascade-over-dense models (same recipe)
     runs = {p.parent.parts[-3]: p.parent for p in (tmp_path / "results").rglob(COMPLETE)}
     rows = {name: [json.loads(line) for line in open(folder / "queries.jsonl")] for name, folder in runs.items()}
     for pool_row, dense_row in zip(rows["fullpool"], rows["dense"]):

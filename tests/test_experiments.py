@@ -12,7 +12,7 @@ from memrepro.experiments import DEFAULT_LIST, ExperimentListError, load_experim
 from memrepro.results import COMPLETE
 
 CONF = Path(__file__).resolve().parents[1] / "conf"
-KNOWN_OUTPUTS = {"convmemory_locomo", "convmemory_ablation", "rfmem_table1", "rfmem_table2", "rfmem_table3",
+KNOWN_OUTPUTS = {"convmemory_locomo", "convmemory_ablation", "convmemory_calibration", "rfmem_table1", "rfmem_table2", "rfmem_table3",
                  "rfmem_table15", "rfmem_table16", "rfmem_table17", "engine_agreement", "figure14_alpha_tau",
                  "figure15_beam_fanout", "figure16_alpha_depth", "figure17_k_sensitivity"}
 
@@ -31,11 +31,10 @@ def test_declared_list_parses_and_names_real_presets() -> None:
         assert experiment.cost, f"{experiment.name}: cost must be documented"
         for override in experiment.overrides:
             key, _, value = override.partition("=")
-            if key in ("retriever", "dataset", "encoder"):
+            if key in ("retriever", "dataset", "encoder", "first_stage", "cross_encoder", "model"):
                 for choice in value.split(","):
                     assert (CONF / key / f"{choice}.yaml").is_file(), f"{experiment.name}: {key}={choice}"
-    trains = [e.name for e in experiments if e.kind == "train"]
-    assert trains and all(any(f"{{train.{t}}}" in o for e in experiments for o in e.overrides) for t in trains)
+            assert "{train." not in override  # models are found by recipe hash, never by a pasted template
 
 
 @pytest.mark.parametrize("doc, message", [
@@ -53,24 +52,22 @@ def test_malformed_lists_name_the_file_entry_and_field(tmp_path: Path, doc: obje
     assert message in str(error.value) and str(path) in str(error.value)
 
 
-def test_command_lines_merge_common_split_group_sweeps_and_fill_checkpoints(tmp_path: Path) -> None:
+def test_command_lines_merge_common_and_split_group_sweeps(tmp_path: Path) -> None:
     common, (train, sweep, plain) = load_experiments(_write(tmp_path, {
         "common": ["runtime.progress=false", "latency.batch1_queries=200"],
         "experiments": [
             {"name": "ce", "kind": "train", "overrides": ["seeds=[7]"]},
             {"name": "grid", "sweep": True, "overrides": ["retriever=a,b", "retriever.alpha=0.1,0.2",
                                                           "latency.batch1_queries=0"]},
-            {"name": "one", "overrides": ["retriever=cascade", "retriever.cross_encoder.template='{train.ce}'"]}]}))
-    assert train.commands(common, {})[0][1:] == ["-m", "memrepro", "train", "seeds=[7]"]
-    grid = sweep.commands(common, {})
+            {"name": "one", "overrides": ["retriever=cascade", "first_stage=dense"]}]}))
+    assert train.commands(common)[0][1:] == ["-m", "memrepro", "train", "seeds=[7]"]
+    grid = sweep.commands(common)
     # a group choice list next to a key inside that group: one sweep per choice (Hydra validates the base config)
     assert [c[4:] for c in grid] == [
         ["-m", "runtime.progress=false", "retriever=a", "retriever.alpha=0.1,0.2", "latency.batch1_queries=0"],
         ["-m", "runtime.progress=false", "retriever=b", "retriever.alpha=0.1,0.2", "latency.batch1_queries=0"]]
-    assert plain.commands(common, {"ce": "models/x/seed{seed}"})[0][-1] == \
-        "retriever.cross_encoder.template='models/x/seed{seed}'"
-    with pytest.raises(ExperimentListError, match="needs the checkpoints of train step 'ce'"):
-        plain.commands(common, {})
+    assert plain.commands(common)[0][4:] == ["runtime.progress=false", "latency.batch1_queries=200",
+                                             "retriever=cascade", "first_stage=dense"]
 
 
 def test_optional_and_missing_model_entries_are_reported_not_run(tmp_path: Path) -> None:
@@ -106,13 +103,14 @@ def test_runs_through_the_cli_then_skips_what_is_complete(tmp_path: Path, fixtur
     assert [m.stat().st_mtime_ns for m in sorted((tmp_path / "results").rglob(COMPLETE))] == stamps
 
 
-def test_cli_only_selects_by_table_and_brings_the_train_step(capsys: pytest.CaptureFixture) -> None:
+def test_cli_only_selects_by_table(capsys: pytest.CaptureFixture) -> None:
     from memrepro.cli.experiments import main
 
-    assert main(["--only", "convmemory_ablation", "--dry-run"]) == 0
+    assert main(["--only", "convmemory_calibration", "--dry-run"]) == 0
     out = capsys.readouterr().out
     ran = [line.split("]")[0].lstrip("[") for line in out.splitlines() if line.startswith("[")]
-    assert ran == ["locomo_dense_mpnet", "convmemory_cross_encoders", "locomo_cascade_arms"]
-    assert "template='<checkpoints of convmemory_cross_encoders>/seed{seed}'" in out
+    assert ran == ["convmemory_v1_models", "locomo_convmemory_v1_calibration",
+                   "locomo_convmemory_v1_gold_only_calibration"]
+    assert "retriever.model.recipe.pairwise_weight=0.0" in out
     assert main(["--only", "no_such_table"]) == 2
     assert "no such entry or table" in capsys.readouterr().err

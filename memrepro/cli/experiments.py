@@ -30,10 +30,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"memrepro: error: --only {unknown}: no such entry or table; known: {sorted(known)}",
                   file=sys.stderr)
             return 2
-        # a selected run that needs a train step's checkpoints brings that step along
-        selected = {e.name for e in experiments if e.name in wanted or wanted & set(e.feeds)}
-        needed = set().union(*(e.train_steps() for e in experiments if e.name in selected))
-        experiments = [e for e in experiments if e.name in selected | needed]
+        # runs find their trained models by recipe hash (trained on demand when missing): no step to bring along
+        experiments = [e for e in experiments if e.name in wanted or wanted & set(e.feeds)]
     if args.list:
         for e in experiments:
             flags = ", ".join(f for f, on in (("sweep", e.sweep), ("optional", e.optional), (e.kind, e.kind != "run"))
