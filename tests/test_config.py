@@ -9,6 +9,7 @@ import pytest
 from hydra import compose, initialize_config_dir
 from hydra.errors import ConfigCompositionException
 from hydra.utils import instantiate
+from omegaconf import OmegaConf
 from omegaconf.errors import ValidationError
 
 import memrepro.config  # noqa: F401
@@ -61,22 +62,39 @@ def local_cross_encoder(tmp_path_factory) -> Path:
     return folder
 
 
-CROSS_ENCODER_RETRIEVERS = {"cascade", "cascade_published", "fullpool", "fullpool_trained"}
-PER_SEED_CROSS_ENCODERS = {"cascade", "fullpool_trained"}
-
-
-@pytest.mark.parametrize("name", sorted(set(options("retriever")) - CROSS_ENCODER_RETRIEVERS))
-def test_retriever_configs_instantiate(name: str) -> None:
-    retriever = instantiate(composed(f"retriever={name}").retriever)
+@pytest.mark.parametrize("name", sorted(set(options("retriever")) - {"fullpool"}))
+def test_retriever_configs_run_as_typed(name: str) -> None:
+    """No `???` left: every preset composes complete and instantiates with no other argument (trained models are
+    resolved per split later, found or trained on demand)."""
+    cfg = composed(f"retriever={name}", "runtime.device=cpu")
+    assert not OmegaConf.missing_keys(cfg.retriever), OmegaConf.missing_keys(cfg.retriever)
+    retriever = instantiate(cfg.retriever)
     assert retriever.describe()["name"] == retriever.name
 
 
-@pytest.mark.parametrize("name", sorted(CROSS_ENCODER_RETRIEVERS))
-def test_cross_encoder_retriever_configs_instantiate(name: str, local_cross_encoder: Path) -> None:
-    override = (f"retriever.cross_encoder.template='{local_cross_encoder.parent}/seed{{seed}}'"
-                if name in PER_SEED_CROSS_ENCODERS else f"retriever.cross_encoder.path={local_cross_encoder}")
-    retriever = instantiate(composed(f"retriever={name}", override, "runtime.device=cpu").retriever)
-    assert retriever.name in {"cascade", "fullpool"} and retriever.first_stage.name == "dense"
+def test_fullpool_with_a_local_cross_encoder(local_cross_encoder: Path) -> None:
+    retriever = instantiate(composed("retriever=fullpool", f"retriever.cross_encoder.path={local_cross_encoder}",
+                                     "runtime.device=cpu").retriever)
+    assert retriever.name == "fullpool" and retriever.first_stage.name == "dense"
+
+
+def test_cascade_as_typed_is_v1_plus_per_seed_cross_encoders() -> None:
+    from memrepro.training.cross_encoder import TrainedCrossEncoders
+
+    cascade = instantiate(composed("retriever=cascade").retriever)
+    assert cascade.first_stage.name == "convmemory_v1" and cascade.first_stage.window_mode == "candidate_local"
+    assert isinstance(cascade._scorer_for, TrainedCrossEncoders)
+    assert cascade._scorer_for.record_stage is cascade.first_stage  # trained on the stage it rescores
+    over_dense = instantiate(composed("retriever=cascade", "first_stage=dense", "arm=no_memory_text").retriever)
+    assert over_dense.first_stage.name == "dense" and over_dense.arm == "no_memory_text"
+    assert over_dense._scorer_for.recipe.arm == "no_memory_text"  # an arm trains with its own corruption
+    published = instantiate(composed("retriever=cascade", "cross_encoder=published").retriever)
+    assert published._scorer_for.published == "Purdy0228/ConvMemory-v2-Evidence-Reranker"
+    both = instantiate(composed("retriever=cascade_published").retriever)
+    assert both.first_stage.models.published == "Purdy0228/ConvMemory-LoCoMo-MPNet"
+    assert "leaks on 4 of 5 seeds" in both.first_stage.describe()["model"]
+    fullpool = instantiate(composed("retriever=fullpool_trained").retriever)
+    assert fullpool._scorer_for.record_stage.name == "dense"  # the cascade-over-dense models
 
 
 @pytest.mark.parametrize("name", options("encoder"))
@@ -105,3 +123,14 @@ def test_semantic_config_ignores_paths_device_and_latency() -> None:
     b = semantic_config(composed("paths.data_dir=/y", "runtime.device=cuda", "latency.batch1_queries=50"))
     assert a == b
     assert a != semantic_config(composed("retriever.mode=topk", "retriever.k=10"))
+
+
+def test_cascade_choices_reach_the_run_id_only_through_the_cascade() -> None:
+    """`first_stage=` / `cross_encoder=` / `arm=` are read by the cascade presets: a dense run's id ignores them,
+    a cascade's id sees them in its resolved retriever node."""
+    dense = semantic_config(composed("retriever=dense"))
+    assert not {"first_stage", "cross_encoder", "arm"} & set(dense)
+    assert dense == semantic_config(composed("retriever=dense", "first_stage=dense", "arm=scalar_only"))
+    v1 = semantic_config(composed("retriever=cascade"))
+    over_dense = semantic_config(composed("retriever=cascade", "first_stage=dense"))
+    assert v1 != over_dense and over_dense["retriever"]["first_stage"]["_target_"].endswith("DenseRetriever")

@@ -22,6 +22,10 @@ def train_all(cfg: DictConfig) -> list[str]:
     from memrepro.runner import build, encode_and_index
     from memrepro.training.artifacts import TrainingContext
 
+    if cfg.runtime.torch_threads:
+        import torch
+
+        torch.set_num_threads(int(cfg.runtime.torch_threads))  # one per process when seeds train side by side
     device = resolve_device(cfg.runtime.device)
     benchmark = build(cfg.dataset)
     encoder = build(cfg.encoder)
