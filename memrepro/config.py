@@ -12,6 +12,8 @@ from typing import Any, List, Optional
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING
 
+from memrepro.training.recipes import CrossEncoderRecipe, V1Recipe
+
 
 @dataclass
 class LocomoDatasetConfig:
@@ -134,29 +136,9 @@ class RFMemRetrieverConfig(RecollectionRetrieverConfig):
 
 
 @dataclass
-class V1RecipeConfig:
-    """ConvMemory v1 training recipe (memrepro.training.convmemory_v1.V1Recipe; official values)."""
-
-    teacher: str = "dense"  # dense (raw cosine: offline substitute) | cross_encoder (teacher_model)
-    teacher_model: Optional[str] = None  # cross_encoder teacher: name or folder, {seed} allowed
-    pairwise_weight: float = 1.0  # 0: gold-only
-    gold_weight: float = 0.35
-    first_rank_weight: float = 0.05
-    first_rank_target: str = "best_gold"  # best_gold | teacher
-    pairwise_top_k: int = 16
-    pairwise_bottom_k: int = 64
-    teacher_temperature: float = 0.1
-    lr: float = 2.0e-4
-    weight_decay: float = 1.0e-4
-    epochs: int = 1
-    init_seed: Optional[int] = None  # None: the split seed
-    limit_queries: Optional[int] = None
-
-
-@dataclass
 class V1ModelsConfig:
     _target_: str = "memrepro.training.convmemory_v1.V1Models"
-    recipe: V1RecipeConfig = field(default_factory=V1RecipeConfig)
+    recipe: V1Recipe = field(default_factory=V1Recipe)
     path: Optional[str] = None  # explicit checkpoint folder or template with {seed}
     published: Optional[str] = None  # e.g. Purdy0228/ConvMemory-LoCoMo-MPNet (online; one model for all seeds)
     train_on_demand: bool = True
@@ -174,25 +156,11 @@ class ConvMemoryV1RetrieverConfig:
 
 
 @dataclass
-class CrossEncoderRecipeConfig:
-    """ConvMemory v2's published recipe (memrepro.training.cross_encoder.Recipe)."""
-
-    lr: float = 2.0e-5
-    weight_decay: float = 0.01
-    epochs: int = 1
-    batch_records: int = 8
-    max_length: int = 256
-    protected: int = 10
-    limit_queries: Optional[int] = None
-    # no arm here: a cascade's cross-encoder trains with the cascade's own arm (the corruption it is evaluated with)
-
-
-@dataclass
 class TrainedCrossEncodersConfig:
     """One cross-encoder per split seed: path/template → published → recipe hash → trained on demand."""
 
     _target_: str = "memrepro.training.cross_encoder.TrainedCrossEncoders"
-    recipe: CrossEncoderRecipeConfig = field(default_factory=CrossEncoderRecipeConfig)
+    recipe: CrossEncoderRecipe = field(default_factory=CrossEncoderRecipe)
     base_model: str = "cross-encoder/ms-marco-MiniLM-L-6-v2"  # the published base (online or local path)
     fallback_base_model: str = "sentence-transformers/all-MiniLM-L6-v2"  # offline: bi-encoder backbone, labelled
     record_stage: Any = None  # the retriever whose top-10 the records hold; None: the owning cascade's first stage

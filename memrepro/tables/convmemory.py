@@ -151,9 +151,9 @@ def _default_v1_variant() -> str:
     """The variant `retriever=convmemory_v1` runs as typed: our best offline recipe, candidate_local windows."""
     from dataclasses import asdict
 
-    from memrepro.config import V1RecipeConfig
+    from memrepro.training.recipes import V1Recipe
 
-    return _v1_variant({"model": {"recipe": asdict(V1RecipeConfig())}, "window_mode": "candidate_local"})
+    return _v1_variant({"model": {"recipe": asdict(V1Recipe())}, "window_mode": "candidate_local"})
 
 
 def _v1_text(config: dict[str, Any], described: dict[str, Any]) -> str:

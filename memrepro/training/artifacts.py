@@ -63,6 +63,19 @@ class TrainingContext:
         return queries[:limit] if limit else queries
 
 
+def published_folder(name: str) -> Path:
+    """A published checkpoint's folder: a local path or offline bundle as is, else a snapshot from the Hub."""
+    from memrepro.models.resolve import resolve_model
+
+    resolved = resolve_model(name)  # raises ModelNotFoundError naming every place tried (offline: no Hub)
+    folder = Path(resolved.path)
+    if not folder.is_dir():
+        from huggingface_hub import snapshot_download
+
+        folder = Path(snapshot_download(resolved.path))
+    return folder
+
+
 def data_identity(context: TrainingContext) -> dict[str, Any]:
     # which split seeds a run evaluates does not change the model trained for one seed
     return {"dataset": context.benchmark.name, "data_sha256": context.benchmark.data_sha256,

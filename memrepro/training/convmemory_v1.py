@@ -33,48 +33,11 @@ import torch
 
 from memrepro.models.convmemory_v1 import ConvMemoryV1, QueryInputs, V1Architecture, features, sliding_windows
 from memrepro.models.cross_encoder import TRAINING_INFO
-from memrepro.training.artifacts import PerSeedArtifact
+from memrepro.training.artifacts import PerSeedArtifact, published_folder
+from memrepro.training.recipes import V1Recipe
 from memrepro.types import Split
 
 PARTIAL = ".partial.pt"  # resumable training state, beside the output folder
-
-
-@dataclass(frozen=True)
-class V1Recipe:
-    teacher: str = "dense"  # dense (raw cosine of the candidates) | cross_encoder
-    teacher_model: str | None = None  # cross_encoder teacher: a model name or folder (template with {seed})
-    pairwise_weight: float = 1.0  # 0: gold-only
-    gold_weight: float = 0.35
-    first_rank_weight: float = 0.05
-    first_rank_target: str = "best_gold"  # best_gold | teacher (the official script's default)
-    pairwise_top_k: int = 16
-    pairwise_bottom_k: int = 64
-    teacher_temperature: float = 0.1
-    lr: float = 2e-4
-    weight_decay: float = 1e-4
-    epochs: int = 1
-    init_seed: int | None = None  # torch seed before the model is built; None: the split seed
-    limit_queries: int | None = None  # smoke runs / fixtures
-
-    def __post_init__(self) -> None:
-        if self.teacher not in ("dense", "cross_encoder"):
-            raise ValueError(f"v1 recipe: teacher must be 'dense' or 'cross_encoder', got {self.teacher!r}")
-        if self.teacher == "cross_encoder" and not self.teacher_model:
-            raise ValueError("v1 recipe: teacher=cross_encoder needs teacher_model (a model name or folder)")
-        if self.first_rank_target not in ("best_gold", "teacher"):
-            raise ValueError(f"v1 recipe: first_rank_target must be best_gold or teacher, "
-                             f"got {self.first_rank_target!r}")
-        for key in ("pairwise_weight", "gold_weight", "first_rank_weight", "weight_decay"):
-            if getattr(self, key) < 0:
-                raise ValueError(f"v1 recipe: {key} must be >= 0, got {getattr(self, key)}")
-        if self.lr <= 0 or self.epochs < 1 or self.pairwise_top_k < 1 or self.pairwise_bottom_k < 1:
-            raise ValueError("v1 recipe: lr > 0, epochs >= 1, pairwise_top_k >= 1, pairwise_bottom_k >= 1")
-
-    @property
-    def label(self) -> str:
-        teacher = "dense-cosine teacher" if self.teacher == "dense" else f"CE teacher {self.teacher_model}"
-        return ("gold-only" if self.pairwise_weight == 0 else teacher) + (
-            f", {self.epochs} epochs" if self.epochs != 1 else "")
 
 
 @dataclass(frozen=True)
@@ -306,13 +269,5 @@ class V1Models(PerSeedArtifact):
         return model
 
     def load_published(self, name: str) -> ConvMemoryV1:
-        from memrepro.models.resolve import resolve_model
-
-        resolved = resolve_model(name)  # a local folder, or the Hub id when online
-        folder = Path(resolved.path)
-        if not folder.is_dir():
-            from huggingface_hub import snapshot_download
-
-            folder = Path(snapshot_download(resolved.path))
-        model, _ = load_v1(folder)
+        model, _ = load_v1(published_folder(name))
         return model

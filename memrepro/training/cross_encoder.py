@@ -24,7 +24,8 @@ import numpy as np
 from memrepro.evaluation.freeze import FrozenRanking
 from memrepro.models.cross_encoder import TRAINING_INFO, CrossEncoderScorer
 from memrepro.retrievers.cascade import ARMS, check_candidates, derangement, memory_position, v2_pairs
-from memrepro.training.artifacts import PerSeedArtifact
+from memrepro.training.artifacts import PerSeedArtifact, published_folder
+from memrepro.training.recipes import CrossEncoderRecipe
 from memrepro.types import Benchmark, Split
 
 
@@ -36,18 +37,13 @@ class TrainRecord:
     gold_ids: tuple[str, ...]  # kept apart from the candidates (the inference contract)
 
 
-@dataclass(frozen=True)
-class Recipe:
-    lr: float = 2e-5
-    weight_decay: float = 0.01
-    epochs: int = 1
-    batch_records: int = 8
-    max_length: int = 256
-    protected: int = 10
+@dataclass
+class Recipe(CrossEncoderRecipe):
+    """The configured recipe plus what the owner sets: the arm (the cascade's) and the seed (the split's)."""
+
     arm: str = "full_text"
     seed: int = 0
     extra: dict = field(default_factory=dict)
-    limit_queries: int | None = None  # smoke runs / fixtures
 
 
 def build_records(benchmark: Benchmark, split: Split, rankings: dict[str, FrozenRanking],
@@ -246,14 +242,7 @@ class TrainedCrossEncoders(PerSeedArtifact):
 
     def load_published(self, name: str) -> CrossEncoderScorer:
         """The published v2 layout keeps the model in ``cross_encoder/`` beside its config; plain models load as is."""
-        from memrepro.models.resolve import resolve_model
-
-        resolved = resolve_model(name)
-        folder = Path(resolved.path)
-        if not folder.is_dir():
-            from huggingface_hub import snapshot_download
-
-            folder = Path(snapshot_download(resolved.path))
+        folder = published_folder(name)
         if (folder / "cross_encoder").is_dir():
             folder = folder / "cross_encoder"
         return CrossEncoderScorer(name, path=str(folder), **self.scorer_kwargs)

@@ -1,0 +1,62 @@
+"""Training recipes: one dataclass each, used as the Hydra schema (``retriever.model.recipe.*``,
+``cross_encoder.recipe.*``) and by the trainers, so there is one set of defaults. No heavy imports here: the
+config module loads this at composition time."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+
+@dataclass
+class V1Recipe:
+    """ConvMemory v1's official recipe (``experiments/reproduce_locomo.py``), with the offline teacher choice."""
+
+    teacher: str = "dense"  # dense (raw cosine of the candidates: offline substitute) | cross_encoder
+    teacher_model: Optional[str] = None  # cross_encoder teacher: a model name or folder, {seed} allowed
+    pairwise_weight: float = 1.0  # 0: gold-only
+    gold_weight: float = 0.35
+    first_rank_weight: float = 0.05
+    first_rank_target: str = "best_gold"  # best_gold | teacher (the official script's default)
+    pairwise_top_k: int = 16
+    pairwise_bottom_k: int = 64
+    teacher_temperature: float = 0.1
+    lr: float = 2.0e-4
+    weight_decay: float = 1.0e-4
+    epochs: int = 1
+    init_seed: Optional[int] = None  # torch seed before the model is built; None: the split seed
+    limit_queries: Optional[int] = None  # smoke runs / fixtures
+
+    def __post_init__(self) -> None:
+        if self.teacher not in ("dense", "cross_encoder"):
+            raise ValueError(f"v1 recipe: teacher must be 'dense' or 'cross_encoder', got {self.teacher!r}")
+        if self.teacher == "cross_encoder" and not self.teacher_model:
+            raise ValueError("v1 recipe: teacher=cross_encoder needs teacher_model (a model name or folder)")
+        if self.first_rank_target not in ("best_gold", "teacher"):
+            raise ValueError(f"v1 recipe: first_rank_target must be best_gold or teacher, "
+                             f"got {self.first_rank_target!r}")
+        for key in ("pairwise_weight", "gold_weight", "first_rank_weight", "weight_decay"):
+            if getattr(self, key) < 0:
+                raise ValueError(f"v1 recipe: {key} must be >= 0, got {getattr(self, key)}")
+        if self.lr <= 0 or self.epochs < 1 or self.pairwise_top_k < 1 or self.pairwise_bottom_k < 1:
+            raise ValueError("v1 recipe: lr > 0, epochs >= 1, pairwise_top_k >= 1, pairwise_bottom_k >= 1")
+
+    @property
+    def label(self) -> str:
+        teacher = "dense-cosine teacher" if self.teacher == "dense" else f"CE teacher {self.teacher_model}"
+        return ("gold-only" if self.pairwise_weight == 0 else teacher) + (
+            f", {self.epochs} epochs" if self.epochs != 1 else "")
+
+
+@dataclass
+class CrossEncoderRecipe:
+    """ConvMemory v2's published recipe (``examples/train_evidence_reranker.py``). No arm here: a cascade's
+    cross-encoder trains with the cascade's own arm (the corruption it is evaluated with)."""
+
+    lr: float = 2.0e-5
+    weight_decay: float = 0.01
+    epochs: int = 1
+    batch_records: int = 8
+    max_length: int = 256
+    protected: int = 10
+    limit_queries: Optional[int] = None  # smoke runs / fixtures
