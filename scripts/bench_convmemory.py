@@ -55,8 +55,8 @@ def main() -> None:
             if name in args.skip:
                 continue
             retriever = build(compose("config", [f"dataset.seeds=[{args.seed}]", *overrides]).retriever)
-            if hasattr(retriever, "prepare"):
-                retriever.prepare(context)
+            if hasattr(retriever, "bind_training"):
+                retriever.bind_training(context)
                 retriever.for_split(split)
             retrievers[name] = retriever
     queries = list(benchmark.split_queries(split))[: args.queries]

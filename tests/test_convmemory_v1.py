@@ -305,7 +305,7 @@ def test_resolution_order_and_refusals(context: TrainingContext, tmp_path: Path)
 
 def test_retriever_runs_per_split_and_never_sees_gold(context: TrainingContext) -> None:
     retriever = ConvMemoryV1Retriever(V1Models(), window_mode="candidate_local")
-    retriever.prepare(context)
+    retriever.bind_training(context)
     split = context.benchmark.splits[0]
     retriever.for_split(split)
     queries = list(context.benchmark.split_queries(split))

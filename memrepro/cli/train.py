@@ -30,11 +30,11 @@ def train_all(cfg: DictConfig) -> list[str]:
     benchmark = build(cfg.dataset)
     encoder = build(cfg.encoder)
     retriever = build(cfg.retriever)
-    if not hasattr(retriever, "for_split"):
+    if not hasattr(retriever, "bind_training"):
         raise MemreproError(f"retriever {retriever.name!r} has no trained models: nothing to train")
     index, query_vectors, _ = encode_and_index(benchmark, encoder, Path(cfg.paths.cache_dir), device,
                                                bool(cfg.runtime.progress), {})
-    retriever.prepare(TrainingContext(benchmark, index, query_vectors, encoder.identity,
+    retriever.bind_training(TrainingContext(benchmark, index, query_vectors, encoder.identity,
                                       Path(cfg.paths.models_dir), device, bool(cfg.runtime.progress),
                                       float(cfg.runtime.checkpoint_every_s)))
     lines = []

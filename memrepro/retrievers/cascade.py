@@ -101,10 +101,12 @@ class CrossEncoderStage:
         if use_first_stage is not None and self.first_stage is not None:
             use_first_stage(self.first_stage)  # training records come from the stage it will rescore
 
-    def prepare(self, context: Any) -> None:
+    def bind_training(self, context: Any) -> None:
+        """Hand the training context (dev gold, vectors) to the model resolvers; the retriever itself never
+        reads it."""
         for part in (self.first_stage, self._scorer_for):
-            if hasattr(part, "prepare"):
-                part.prepare(context)
+            if hasattr(part, "bind_training"):
+                part.bind_training(context)
             elif hasattr(part, "bind"):
                 part.bind(context)
 

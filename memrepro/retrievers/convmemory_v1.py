@@ -45,7 +45,8 @@ class ConvMemoryV1Retriever:
         self.model: ConvMemoryV1 | None = None
         self._episode_cache: dict[str, tuple[np.ndarray, list[str]]] = {}
 
-    def prepare(self, context: TrainingContext) -> None:
+    def bind_training(self, context: TrainingContext) -> None:
+        """The model resolver may train on the context's dev gold; retrieval never reads it."""
         self.models.bind(context)
 
     def for_split(self, split: Split) -> None:

@@ -179,9 +179,9 @@ class TrainedCrossEncoders(PerSeedArtifact):
 
     def bind(self, context) -> None:
         super().bind(context)
-        prepare = getattr(self.record_stage, "prepare", None)
-        if prepare is not None:
-            prepare(context)
+        bind_training = getattr(self.record_stage, "bind_training", None)
+        if bind_training is not None:
+            bind_training(context)
 
     def base(self) -> tuple[str, str]:
         """The configured base (the papers' ms-marco cross-encoder) when it loads, else the offline backbone."""
