@@ -117,8 +117,9 @@ def _compute(cfg: DictConfig, benchmark: Benchmark, encoder: Any, retriever: Ret
 
     bind_training = getattr(retriever, "bind_training", None)  # trained models: found or trained per split
     if bind_training is not None:
-        bind_training(TrainingContext(benchmark, index, query_vectors, encoder.identity, Path(cfg.paths.models_dir),
-                                device, bool(cfg.runtime.progress), float(cfg.runtime.checkpoint_every_s)))
+        bind_training(TrainingContext(benchmark, index, query_vectors, encoder.identity,
+                                      Path(cfg.paths.models_dir), device, bool(cfg.runtime.progress),
+                                      float(cfg.runtime.checkpoint_every_s)))
     _warm_up(index, query_vectors)
     rankings, traces, timings["retrieve_s"], n_retrieved = _retrieve_all(benchmark, retriever, index, query_vectors,
                                                                         int(cfg.runtime.batch_size), checkpoint,

@@ -318,3 +318,16 @@ def test_retriever_runs_per_split_and_never_sees_gold(context: TrainingContext) 
         assert sorted(result.hits.positions.tolist()) == list(range(n))  # a full permutation
         assert result.trace["pool"] == min(500, n) and d.positions.size == n
     assert retriever.describe()["recipe_hash"] == retriever.models.identity_hash()
+
+
+def test_a_cross_encoder_trained_on_v1_has_one_identity_for_every_split(context: TrainingContext) -> None:
+    """The cascade's cross-encoder is keyed by v1's recipe hash, not by which splits v1 has resolved so far."""
+    from memrepro.training.cross_encoder import TrainedCrossEncoders
+
+    stage = ConvMemoryV1Retriever(V1Models())
+    ce = TrainedCrossEncoders(record_stage=stage)
+    ce.bind(context)
+    before = ce.identity_hash()
+    stage.for_split(context.benchmark.splits[0])  # trains v1 for the split: describe() now names it
+    assert "resolved" in stage.describe() and ce.identity_hash() == before
+    assert ce.identity()["recipe"]["record_stage"]["model"] == f"recipe:{stage.models.identity_hash()}"

@@ -73,6 +73,13 @@ class ConvMemoryV1Retriever:
                                                [m.text for m in index.episodes[episode_id].memories])
         return self._episode_cache[episode_id]
 
+    def artifact_identity(self) -> dict:
+        """What a model trained on this stage's output depends on (stable across splits, unlike describe())."""
+        m = self.models
+        source = (f"published:{m.published}" if m.published else f"path:{m.path}" if m.path
+                  else f"recipe:{m.identity_hash()}")
+        return {"name": self.name, "window_mode": self.window_mode, "model": source}
+
     def describe(self) -> dict:
         out = {"name": self.name, "window_mode": self.window_mode, "model": self.models.label,
                "recipe": self.models.recipe_identity()["recipe"] if self.models.context else None}

@@ -196,7 +196,7 @@ class V1Models(PerSeedArtifact):
     seed 23's dev conversations, so it has seen test conversations of the other four seeds)."""
 
     kind = "convmemory_v1"
-    SECONDS_PER_QUESTION = 0.25  # measured on the 2-core CPU (LoCoMo, ~600 windows per question)
+    SECONDS_PER_QUESTION = 0.6  # measured: LoCoMo (~600 windows per question), one torch thread, 2-core CPU
 
     def __init__(self, recipe: Mapping[str, Any] | None = None, path: str | None = None,
                  published: str | None = None, train_on_demand: bool = True, pool: int = 500,
