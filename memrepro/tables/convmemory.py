@@ -275,7 +275,7 @@ def calibration_table(runs: list[Run]) -> pd.DataFrame:
             row[f"{column} official"] = f"{theirs:.3f}"
             if ours is not None:
                 delta = ours - theirs
-                row[f"{column} ours"] += f" ({delta:+.3f}{'' if abs(delta) <= 0.01 + 5e-4 else ' MISS'})"
+                row[f"{column} ours"] += f" ({delta:+.4f}{'' if abs(delta) <= 0.01 + 5e-4 else ' MISS'})"
         rows.append(row)
     return pd.DataFrame(rows)
 
