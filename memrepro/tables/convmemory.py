@@ -156,6 +156,22 @@ def _default_v1_variant() -> str:
     return _v1_variant({"model": {"recipe": asdict(V1Recipe())}, "window_mode": "candidate_local"})
 
 
+def _ce_text(config: dict[str, Any] | None) -> str:
+    """A cascade's cross-encoder in a few words: published, a path, or our recipe with what differs from v2's."""
+    from dataclasses import asdict
+
+    from memrepro.training.recipes import CrossEncoderRecipe
+
+    config = config or {}
+    if config.get("published"):
+        return f"CE: published {config['published']}"
+    if config.get("path") or config.get("template"):
+        return f"CE: {config.get('path') or config.get('template')}"
+    default = asdict(CrossEncoderRecipe())
+    changed = {k: v for k, v in (config.get("recipe") or {}).items() if k != "limit_queries" and default.get(k) != v}
+    return "our CE, v2 recipe" + "".join(f", {k}={v}" for k, v in sorted(changed.items()))
+
+
 def _v1_text(config: dict[str, Any], described: dict[str, Any]) -> str:
     text = described.get("model") if isinstance(described.get("model"), str) else _model_key(config.get("model"))
     mode = config.get("window_mode", "candidate_local")
@@ -182,10 +198,11 @@ def main_rows(selected: dict[str, Any]) -> list[tuple[str, Run | None, str | Non
     for key, run in sorted(selected["v1_v2"].items()):
         first = v1.get(_v1_variant(run.retriever["first_stage"]))
         stage = run.metrics["retriever"].get("first_stage") or {}
-        rows.append((f"v1 + v2 cascade (v1: {_v1_text(run.retriever['first_stage'], stage)})", run,
-                     "convmemory_v1_plus_v2", first, ""))
+        rows.append((f"v1 + v2 cascade (v1: {_v1_text(run.retriever['first_stage'], stage)}; "
+                     f"{_ce_text(run.retriever.get('cross_encoder'))})", run, "convmemory_v1_plus_v2", first, ""))
     for key, run in sorted(selected["over_dense"].items()):
-        rows.append(("v2 cascade over raw dense", run, None, dense, ""))
+        rows.append((f"v2 cascade over raw dense ({_ce_text(run.retriever.get('cross_encoder'))})", run, None,
+                     dense, ""))
     rows.append((FULLPOOL_TRAINED, selected["fullpool_trained"], "mxbai_rerank_large_v1_top500", dense, "not run"))
     rows.append((FULLPOOL, selected["fullpool"], "mxbai_rerank_large_v1_top500", dense,
                  "not run: mixedbread-ai/mxbai-rerank-large-v1 weights are not available offline"))
