@@ -148,7 +148,7 @@ class TrainedCrossEncoders(PerSeedArtifact):
     seed's dev conversations; or one published checkpoint for every seed (``published``, online)."""
 
     kind = "cross_encoder"
-    SECONDS_PER_RECORD = 0.35  # measured: MiniLM-L6 backbone, 10 pairs a record, 2-core CPU
+    SECONDS_PER_RECORD = 1.5  # measured: MiniLM-L6 backbone, 10 pairs a record, one torch thread, 2-core CPU
 
     def __init__(self, recipe: Mapping[str, Any] | None = None,
                  base_model: str = "cross-encoder/ms-marco-MiniLM-L-6-v2",
