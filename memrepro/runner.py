@@ -21,7 +21,7 @@ from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
 from memrepro.config import NON_SEMANTIC_KEYS
-from memrepro.errors import MemreproError
+from memrepro.errors import EXIT_BAD_INPUT, MemreproError
 from memrepro.evaluation.aggregate import aggregate
 from memrepro.evaluation.freeze import TIE_RULE, FrozenRanking, freeze
 from memrepro.evaluation.metrics import compute_metrics
@@ -51,9 +51,22 @@ def build(node: DictConfig) -> Any:
         return instantiate(node)
     except InstantiationException as exc:
         cause = exc.__cause__
-        if isinstance(cause, (MemreproError, ValueError)):
+        if isinstance(cause, MemreproError):
             raise cause from None
+        if isinstance(cause, ValueError):  # a constructor refusing a value: bad input, named by its config group
+            raise BadValueError(f"config {_node_key(node)}: {cause}; fix the override or the config file") from None
         raise
+
+
+class BadValueError(MemreproError, ValueError):
+    exit_code = EXIT_BAD_INPUT
+
+
+def _node_key(node: DictConfig) -> str:
+    try:
+        return str(node._get_full_key(None)) or "<config>"
+    except Exception:  # noqa: BLE001 - only used to name the group in a message
+        return "<config>"
 
 
 _REUSABLE: dict[str, Any] = {}

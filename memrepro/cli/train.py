@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import hydra
 from omegaconf import DictConfig, OmegaConf
 
 import memrepro.config  # noqa: F401  (registers the schemas)
-from memrepro.errors import MemreproError, ModelNotFoundError
+from memrepro.errors import ModelNotFoundError
 from memrepro.provenance import config_hash
 
 CONFIG_DIR = str(Path(__file__).resolve().parents[2] / "conf")
@@ -79,10 +78,9 @@ def train_all(cfg: DictConfig) -> Path:
 
 @hydra.main(version_base="1.3", config_path=CONFIG_DIR, config_name="train")
 def main(cfg: DictConfig) -> None:
-    try:
+    from memrepro.cli.failures import reported
+
+    with reported():
         root = train_all(cfg)
-    except MemreproError as exc:
-        print(f"memrepro: error: {exc}", file=sys.stderr)
-        sys.exit(1)
     print(f"\ncheckpoints: {root}/seed{{seed}}\nuse: python -m memrepro run retriever=cascade "
           f"retriever.cross_encoder.template='{root}/seed{{seed}}'")
