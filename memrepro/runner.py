@@ -166,6 +166,7 @@ def _compute(cfg: DictConfig, benchmark: Benchmark, encoder: Any, retriever: Ret
         "timings": timings,
         "encoded": dict(cached.encoded),
         "cache_hits": dict(cached.cache_hits),
+        "cache_quarantined": cached.quarantined,  # damaged embedding shards moved aside and re-encoded
         "provenance": {
             "config_hash": run_id,
             "data_sha256": benchmark.data_sha256,
