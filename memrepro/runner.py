@@ -28,7 +28,8 @@ from memrepro.evaluation.metrics import compute_metrics
 from memrepro.models.encoder import CachedEncoder, resolve_device
 from memrepro.provenance import config_hash, git_commit, hardware, package_versions
 from memrepro.resume import RetrievalCheckpoint
-from memrepro.results import RunWriter, is_complete, read_metrics, run_dir
+from memrepro.datasets.verify import enforce
+from memrepro.results import RunWriter, is_complete, read_metrics, recover, run_dir, run_problem, stale_siblings
 from memrepro.retrievers.base import RetrievalInput, Retriever
 from memrepro.search import EpisodeIndex, build_index, search
 from memrepro.types import Benchmark, Query
@@ -88,7 +89,7 @@ def semantic_config(cfg: DictConfig) -> dict[str, Any]:
         resolved.pop(key, None)
     for group in ("dataset", "encoder"):  # where the data lives and which device encodes are not identity
         if isinstance(resolved.get(group), dict):
-            for key in ("data_dir", "device", "show_progress", "batch_size"):
+            for key in ("data_dir", "device", "show_progress", "batch_size", "allow_unverified"):
                 resolved[group].pop(key, None)
     return resolved
 
@@ -102,7 +103,7 @@ def run(cfg: DictConfig) -> RunOutcome:
     device = resolve_device(cfg.runtime.device)
 
     start = time.perf_counter()
-    benchmark: Benchmark = _reused(cfg.dataset)
+    benchmark, verification = load_benchmark(cfg.dataset)
     timings["load_s"] = time.perf_counter() - start
     encoder = _reused(cfg.encoder)
     retriever: Retriever = build(cfg.retriever)
@@ -111,18 +112,43 @@ def run(cfg: DictConfig) -> RunOutcome:
     run_id = config_hash({"config": semantic, "data_sha256": benchmark.data_sha256, "encoder": encoder.identity})
     folder = run_dir(cfg.paths.results_dir, benchmark.name, retriever.name, encoder.label, run_id)
     checkpoint = RetrievalCheckpoint.for_run(folder, float(cfg.runtime.checkpoint_every_s))
-    if cfg.overwrite or not is_complete(folder):
+    problem = run_problem(folder) if is_complete(folder) else None
+    if problem:
+        log.warning("%s; the run is recomputed", problem)
+    if cfg.overwrite or not is_complete(folder) or problem or stale_siblings(folder):
         with checkpoint.locked():  # one process per run: a second launch of the same run fails instead of racing
+            recover(folder)  # a commit a kill interrupted: finished or undone, never listed as a run
             if cfg.overwrite:
                 checkpoint.discard()
-            if cfg.overwrite or not is_complete(folder):  # another process may have completed it meanwhile
-                return _compute(cfg, benchmark, encoder, retriever, folder, run_id, checkpoint, device, timings)
+            # another process may have completed it meanwhile
+            if cfg.overwrite or not is_complete(folder) or run_problem(folder):
+                return _compute(cfg, benchmark, encoder, retriever, folder, run_id, checkpoint, device, timings,
+                                verification)
     log.info("run %s is complete: skipped (set overwrite=true to redo it)", folder)
     return RunOutcome(folder, True, read_metrics(folder), {"query": 0, "document": 0})
 
 
+def load_benchmark(node: DictConfig) -> tuple[Benchmark, dict[str, Any]]:
+    """The dataset a config names (built once per process) and its files' checksum verification.
+
+    ``allow_unverified`` is the runner's switch, not the loader's: it is taken off before the loader is built."""
+    plain = OmegaConf.to_container(node, resolve=True)
+    allow = bool(plain.pop("allow_unverified", False))
+    benchmark: Benchmark = _reused(OmegaConf.create(plain))
+    root = str(plain.get("data_dir") or "")
+    verification = enforce(benchmark.files, root or "<data dir>", allow)
+    if verification["data_verified"] is False:
+        for check in verification["data_files"]:
+            if check["state"] == "mismatch":
+                log.warning("UNVERIFIED DATA: %s has sha256 %s, not the pinned %s (dataset.allow_unverified=true): "
+                            "results from this run are labelled unverified", check["path"], check["actual"],
+                            check["expected"])
+    return benchmark, verification
+
+
 def _compute(cfg: DictConfig, benchmark: Benchmark, encoder: Any, retriever: Retriever, folder: Path, run_id: str,
-             checkpoint: RetrievalCheckpoint, device: str, timings: dict[str, float]) -> RunOutcome:
+             checkpoint: RetrievalCheckpoint, device: str, timings: dict[str, float],
+             verification: Mapping[str, Any] | None = None) -> RunOutcome:
     """Encode, retrieve (resuming from ``checkpoint``), score and write one run that is not complete yet."""
     index, query_vectors, cached = encode_and_index(benchmark, encoder, Path(cfg.paths.cache_dir), device,
                                                     bool(cfg.runtime.progress), timings)
@@ -146,6 +172,9 @@ def _compute(cfg: DictConfig, benchmark: Benchmark, encoder: Any, retriever: Ret
     metrics_doc = {
         "run_id": run_id,
         "dataset": benchmark.name,
+        # checksums: true = every file has its pinned sha256; false = one does not (expected / actual below);
+        # null = nothing mismatched but a file has no pin
+        "data_verified": (verification or {}).get("data_verified"),
         "retriever": retriever.describe(),
         "encoder": {"label": encoder.label, **encoder.identity,
                     **({"resolved": vars(encoder.resolved)} if hasattr(encoder, "resolved") else {})},
@@ -171,6 +200,7 @@ def _compute(cfg: DictConfig, benchmark: Benchmark, encoder: Any, retriever: Ret
             "config_hash": run_id,
             "data_sha256": benchmark.data_sha256,
             "files": [vars(f) for f in benchmark.files],
+            "data_files": (verification or {}).get("data_files", []),
             "loader_options": dict(benchmark.options),
             "tie_rule": TIE_RULE,
             "git": git_commit(),

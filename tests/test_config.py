@@ -12,6 +12,7 @@ from hydra.utils import instantiate
 from omegaconf.errors import ValidationError
 
 import memrepro.config  # noqa: F401
+from memrepro import runner
 from memrepro.runner import semantic_config
 
 CONF = Path(__file__).resolve().parents[1] / "conf"
@@ -39,8 +40,9 @@ FIXTURE_OVERRIDES = {  # point each dataset config at its tiny fixture
 
 @pytest.mark.parametrize("name", options("dataset"))
 def test_dataset_configs_instantiate(name: str, fixtures_dir: Path) -> None:
-    cfg = composed(f"dataset={name}", f"paths.data_dir={fixtures_dir}", *FIXTURE_OVERRIDES.get(name, []))
-    benchmark = instantiate(cfg.dataset)
+    cfg = composed(f"dataset={name}", f"paths.data_dir={fixtures_dir}", *FIXTURE_OVERRIDES.get(name, []),
+                   "dataset.allow_unverified=true")  # the fixtures sit at pinned paths with their own bytes
+    benchmark, _ = runner.load_benchmark(cfg.dataset)
     assert benchmark.queries and benchmark.episodes
 
 

@@ -31,12 +31,12 @@ def train_all(cfg: DictConfig) -> Path:
     from memrepro.evaluation.freeze import freeze
     from memrepro.models.encoder import resolve_device
     from memrepro.retrievers.base import RetrievalInput
-    from memrepro.runner import build, encode_and_index
+    from memrepro.runner import build, encode_and_index, load_benchmark
     from memrepro.training.checkpoints import checkpoint_complete
     from memrepro.training.cross_encoder import Recipe, build_records, train
 
     device = resolve_device(cfg.runtime.device)
-    benchmark = build(cfg.dataset)
+    benchmark, _ = load_benchmark(cfg.dataset)
     encoder = build(cfg.encoder)
     first_stage = build(cfg.first_stage)
     base_path, base_label = _base_model(cfg)
@@ -46,6 +46,7 @@ def train_all(cfg: DictConfig) -> Path:
                 "first_stage": first_stage.describe(), "base": base_label, "recipe": vars(recipe),
                 "data_sha256": benchmark.data_sha256, "limit_queries": cfg.limit_queries}
     identity["dataset"].pop("data_dir", None)
+    identity["dataset"].pop("allow_unverified", None)
     root = Path(cfg.paths.models_dir) / "cross_encoder" / config_hash(identity)
     root.mkdir(parents=True, exist_ok=True)
     (root / "identity.json").write_text(json.dumps(identity, indent=2, default=str))
@@ -80,7 +81,10 @@ def train_all(cfg: DictConfig) -> Path:
 def main(cfg: DictConfig) -> None:
     from memrepro.cli.failures import reported
 
+    from memrepro.validate import validate_train_config
+
     with reported():
+        validate_train_config(cfg)
         root = train_all(cfg)
     print(f"\ncheckpoints: {root}/seed{{seed}}\nuse: python -m memrepro run retriever=cascade "
           f"retriever.cross_encoder.template='{root}/seed{{seed}}'")
