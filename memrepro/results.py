@@ -81,6 +81,12 @@ def verify_run(folder: Path) -> None:
         return
     metrics = _parse_metrics(folder / "metrics.json")
     rows = _parse_queries(folder / "queries.jsonl")
+    try:
+        import yaml
+
+        yaml.safe_load((folder / "config.yaml").read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+        raise DamagedFileError(folder / "config.yaml", f"unreadable ({type(exc).__name__})") from None
     n_total = (metrics.get("counts") or {}).get("n_total")
     if isinstance(n_total, int) and n_total != len(rows):
         raise DamagedFileError(folder / "queries.jsonl", f"{len(rows)} rows, metrics.json counts {n_total}")

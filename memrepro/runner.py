@@ -137,6 +137,8 @@ def load_benchmark(node: DictConfig) -> tuple[Benchmark, dict[str, Any]]:
     benchmark: Benchmark = _reused(OmegaConf.create(plain))
     root = str(plain.get("data_dir") or "")
     verification = enforce(benchmark.files, root or "<data dir>", allow)
+    for warning in benchmark.warnings:
+        log.warning("%s", warning)
     if verification["data_verified"] is False:
         for check in verification["data_files"]:
             if check["state"] == "mismatch":
@@ -185,6 +187,7 @@ def _compute(cfg: DictConfig, benchmark: Benchmark, encoder: Any, retriever: Ret
         "returned": {"mean_items": _mean([r["n_returned"] for r in rows]),
                      "mean_chars_top_n": _mean([r["returned_chars"] for r in rows])},
         "summary": summary,
+        "warnings": _warnings(benchmark, cached, verification),
         "latency": {
             "batched_amortized_ms_per_query": 1000.0 * timings["retrieve_s"] / max(1, n_retrieved),
             "batch1": {k: v for k, v in batch1.items() if k != "per_query_ms"},
@@ -391,6 +394,19 @@ def _routing(rows: list[dict[str, Any]]) -> dict[str, Any] | None:
         timing_keys = sorted({k for t in traces for k, v in t.items() if k.endswith("_ms") and
                               isinstance(v, (int, float))})
         out[path] = {"n": len(traces), **{f"mean_{k}": _mean([t[k] for t in traces if k in t]) for k in timing_keys}}
+    return out
+
+
+def _warnings(benchmark: Benchmark, cached: CachedEncoder, verification: Mapping[str, Any] | None) -> list[str]:
+    """What a reader of the results must know: tolerated data anomalies, unverified files, repaired cache shards."""
+    out = list(benchmark.warnings)
+    for check in (verification or {}).get("data_files", []):
+        if check["state"] == "mismatch":
+            out.append(f"unverified data: {check['path']} has sha256 {check['actual']}, not the pinned "
+                       f"{check['expected']}")
+    for shard in cached.quarantined:
+        out.append(f"embedding cache shard {shard['path']} was damaged ({shard['reason']}): quarantined and "
+                   f"re-encoded")
     return out
 
 
