@@ -124,6 +124,7 @@ def run(cfg: DictConfig) -> RunOutcome:
             if cfg.overwrite or not is_complete(folder) or run_problem(folder):
                 return _compute(cfg, benchmark, encoder, retriever, folder, run_id, checkpoint, device, timings,
                                 verification)
+            checkpoint.discard()  # complete (a commit finished by recover): its checkpoint is spent
     log.info("run %s is complete: skipped (set overwrite=true to redo it)", folder)
     return RunOutcome(folder, True, read_metrics(folder), {"query": 0, "document": 0})
 
