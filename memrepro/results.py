@@ -59,7 +59,8 @@ def verify_run(folder: Path) -> None:
     """Raise :class:`DamagedFileError` naming the first file of a complete-marked folder that fails verification.
 
     With a manifest: every file's size and sha256. Without (folders written before manifests): ``metrics.json``
-    parses as an object and every ``queries.jsonl`` line parses, with as many rows as ``counts.n_total`` says.
+    parses as an object, every ``queries.jsonl`` line parses, with as many rows as ``counts.n_total`` says, and
+    ``config.yaml`` parses.
     """
     marker = folder / COMPLETE
     if not marker.is_file():
@@ -79,17 +80,20 @@ def verify_run(folder: Path) -> None:
             if path.stat().st_size != expected.get("bytes") or _sha256(path) != expected.get("sha256"):
                 raise DamagedFileError(path, "differs from the run's manifest (damaged or edited)")
         return
+    # (legacy folders: the files present are checked; a missing one is named when a reader asks for it)
     metrics = _parse_metrics(folder / "metrics.json")
-    rows = _parse_queries(folder / "queries.jsonl")
-    try:
+    if (folder / "queries.jsonl").exists():
+        rows = _parse_queries(folder / "queries.jsonl")
+        n_total = (metrics.get("counts") or {}).get("n_total")
+        if isinstance(n_total, int) and n_total != len(rows):
+            raise DamagedFileError(folder / "queries.jsonl", f"{len(rows)} rows, metrics.json counts {n_total}")
+    if (folder / "config.yaml").exists():
         import yaml
 
-        yaml.safe_load((folder / "config.yaml").read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
-        raise DamagedFileError(folder / "config.yaml", f"unreadable ({type(exc).__name__})") from None
-    n_total = (metrics.get("counts") or {}).get("n_total")
-    if isinstance(n_total, int) and n_total != len(rows):
-        raise DamagedFileError(folder / "queries.jsonl", f"{len(rows)} rows, metrics.json counts {n_total}")
+        try:
+            yaml.safe_load((folder / "config.yaml").read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+            raise DamagedFileError(folder / "config.yaml", f"unreadable ({type(exc).__name__})") from None
 
 
 def run_problem(folder: Path) -> str | None:

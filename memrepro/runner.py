@@ -21,6 +21,7 @@ from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
 from memrepro.config import NON_SEMANTIC_KEYS
+from memrepro.datasets.verify import enforce
 from memrepro.errors import EXIT_BAD_INPUT, MemreproError
 from memrepro.evaluation.aggregate import aggregate
 from memrepro.evaluation.freeze import TIE_RULE, FrozenRanking, freeze
@@ -28,7 +29,6 @@ from memrepro.evaluation.metrics import compute_metrics
 from memrepro.models.encoder import CachedEncoder, resolve_device
 from memrepro.provenance import config_hash, git_commit, hardware, package_versions
 from memrepro.resume import RetrievalCheckpoint
-from memrepro.datasets.verify import enforce
 from memrepro.results import RunWriter, is_complete, read_metrics, recover, run_dir, run_problem, stale_siblings
 from memrepro.retrievers.base import RetrievalInput, Retriever
 from memrepro.search import EpisodeIndex, build_index, search
