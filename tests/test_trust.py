@@ -175,3 +175,15 @@ def test_locomo_session_gap_is_a_warning_in_the_summary(paths: Path, fixtures_di
     from memrepro.report import summary_table
 
     assert "WARNING: " in summary_table(outcome.metrics)
+
+
+def test_tables_command_names_a_damaged_run_and_skips_it(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    from memrepro.cli import tables
+
+    folder = _write(_folder(tmp_path))
+    (folder / "queries.jsonl").write_text('{"split": "all"}\n{"bro\n')
+    hidden = _write(_folder(tmp_path, ".r1.old-12345678"))  # a commit's leftover, COMPLETE inside
+    assert hidden.name.startswith(".")
+    assert tables.main(["--results", str(tmp_path)]) == 1  # nothing left to render
+    err = capsys.readouterr().err
+    assert f"skipped {folder}: {folder / 'queries.jsonl'}" in err and ".old-" not in err
