@@ -107,3 +107,38 @@ def test_semantic_config_ignores_paths_device_and_latency() -> None:
     b = semantic_config(composed("paths.data_dir=/y", "runtime.device=cuda", "latency.batch1_queries=50"))
     assert a == b
     assert a != semantic_config(composed("retriever.mode=topk", "retriever.k=10"))
+
+
+def test_every_shipped_config_passes_the_range_checks() -> None:
+    from memrepro.validate import validate_run_config
+
+    overrides = ([f"retriever={name}" for name in options("retriever")] + [f"dataset={name}" for name in
+                 options("dataset")] + [f"encoder={name}" for name in options("encoder")])
+    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+        for override in overrides:  # a preset outside its own ranges is a bug
+            validate_run_config(compose(config_name="config", overrides=[override, "runtime.device=cpu"]))
+
+
+@pytest.mark.parametrize("override,key", [
+    ("retriever.alpha=1.5", "retriever.alpha"), ("retriever.mmr_lambda=2", "retriever.mmr_lambda"),
+    ("retriever.beam=0", "retriever.beam"), ("retriever.engine=fast", "retriever.engine"),
+    ("retriever.theta_low=0.9", "retriever.theta_low"), ("output.top_n=0", "output.top_n"),
+    ("runtime.batch_size=-1", "runtime.batch_size"), ("runtime.checkpoint_every_s=-1", "runtime.checkpoint_every_s"),
+])
+def test_range_checks_name_key_value_and_range(override: str, key: str) -> None:
+    from memrepro.errors import ConfigError
+    from memrepro.validate import validate_run_config
+
+    with pytest.raises(ConfigError) as caught:
+        validate_run_config(composed("retriever=rfmem", override, "runtime.device=cpu"))
+    assert caught.value.key == key and str(caught.value).startswith(f"config {key}=") and "expected" in str(caught.value)
+    assert caught.value.exit_code == 2
+
+
+def test_a_cascade_first_stage_is_checked_as_a_retriever() -> None:
+    from memrepro.errors import ConfigError
+    from memrepro.validate import validate_retriever
+
+    with pytest.raises(ConfigError, match=r"retriever\.first_stage\.k=0"):
+        validate_retriever({"_target_": "memrepro.retrievers.cascade.CascadeRetriever", "protected": 10,
+                            "first_stage": {"_target_": "memrepro.retrievers.dense.DenseRetriever", "k": 0}})
