@@ -7,6 +7,7 @@ override grammar intact).
 
 from __future__ import annotations
 
+import os
 import sys
 from dataclasses import dataclass
 from typing import Callable
@@ -42,6 +43,8 @@ def usage() -> str:
     planned = [name for name in PLANNED if name not in COMMANDS]
     if planned:
         lines += ["", "not yet available: " + ", ".join(planned)]
+    lines += ["", "--debug (anywhere on the line) prints the traceback of a failure; exit codes: 0 ok, 2 bad input "
+              "(config value, data file, model), 1 failed run, 130 Ctrl-C, 143 SIGTERM"]
     lines += ["", "examples:",
               "  python -m memrepro run dataset=locomo retriever=dense encoder=mpnet",
               "  python -m memrepro run -m encoder=minilm,mpnet",
@@ -56,8 +59,48 @@ def _load(entry: str) -> Callable[[], None]:
     return getattr(importlib.import_module(module), function)
 
 
+def _hydra_errors_in_one_line() -> None:
+    """Hydra reports a failed composition (unknown key, bad override, wrong type) itself, with exit code 1 and
+    sometimes a stack trace; memrepro's contract is one line and exit code 2 for bad input, 1 for the rest."""
+    try:
+        from hydra._internal import utils as hydra_utils
+        from hydra.errors import HydraException
+        from omegaconf.errors import OmegaConfBaseException
+    except ImportError:  # pragma: no cover - Hydra is a dependency
+        return
+    original = hydra_utils.run_and_report
+    if getattr(original, "__memrepro__", False):
+        return
+
+    def run_and_report(func):
+        from memrepro.cli.failures import debug_enabled
+        from memrepro.errors import one_line
+
+        if debug_enabled():
+            return original(func)
+        try:
+            return func()
+        except (HydraException, OmegaConfBaseException) as exc:
+            cause = exc.__cause__ if isinstance(exc.__cause__, OmegaConfBaseException) else None
+            detail = one_line(exc) + (f"; {one_line(cause)}" if cause and str(cause) not in str(exc) else "")
+            print(f"memrepro: error: config: {detail}; `--cfg job` prints the composed config, `--help` the "
+                  f"groups", file=sys.stderr)
+            sys.exit(2)
+        except Exception as exc:  # noqa: BLE001 - one line; --debug shows the traceback
+            print(f"memrepro: internal error: {type(exc).__name__}: {one_line(exc)} (rerun with --debug for the "
+                  f"traceback)", file=sys.stderr)
+            sys.exit(1)
+
+    run_and_report.__memrepro__ = True  # type: ignore[attr-defined]
+    hydra_utils.run_and_report = run_and_report
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    if "--debug" in argv:  # tracebacks on, for every command (Hydra reads HYDRA_FULL_ERROR)
+        argv = [a for a in argv if a != "--debug"]
+        os.environ["MEMREPRO_DEBUG"] = "1"
+        os.environ["HYDRA_FULL_ERROR"] = "1"
     if not argv or argv[0] in {"-h", "--help", "help"}:
         print(usage())
         return 0
@@ -68,7 +111,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"memrepro: unknown command {name!r}{extra}; commands: {known}\n\n{usage()}", file=sys.stderr)
         return 2
     sys.argv = [f"memrepro {name}", *rest]
-    code = _load(COMMANDS[name].entry)()
+    _hydra_errors_in_one_line()
+    from memrepro.cli.failures import install_sigterm_handler, reported
+
+    install_sigterm_handler()
+    with reported():
+        code = _load(COMMANDS[name].entry)()
     return code if isinstance(code, int) else 0
 
 

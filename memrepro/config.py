@@ -19,6 +19,7 @@ from memrepro.training.recipes import CrossEncoderRecipe, V1Recipe
 class LocomoDatasetConfig:
     _target_: str = "memrepro.datasets.locomo.load_locomo"
     data_dir: Optional[str] = None
+    allow_unverified: bool = False  # run on a file whose sha256 is not the pinned one (labelled)
     file: str = "locomo/locomo10.json"
     evidence_rule: str = "exact"
     seeds: List[int] = field(default_factory=lambda: [7, 11, 23, 31, 47])
@@ -28,6 +29,7 @@ class LocomoDatasetConfig:
 class LongMemEvalDatasetConfig:
     _target_: str = "memrepro.datasets.longmemeval.load_longmemeval"
     data_dir: Optional[str] = None
+    allow_unverified: bool = False  # run on a file whose sha256 is not the pinned one (labelled)
     variant: str = "s"
     source: Optional[str] = None
     granularity: str = "session"
@@ -39,6 +41,7 @@ class LongMemEvalDatasetConfig:
 class PersonaBenchDatasetConfig:
     _target_: str = "memrepro.datasets.personabench.load_personabench"
     data_dir: Optional[str] = None
+    allow_unverified: bool = False  # run on a file whose sha256 is not the pinned one (labelled)
     noise: str = "0.0"
     communities: List[str] = field(default_factory=lambda: ["community_0", "community_1"])
     people_per_community: int = 3
@@ -48,6 +51,7 @@ class PersonaBenchDatasetConfig:
 class PersonaMemDatasetConfig:
     _target_: str = "memrepro.datasets.personamem.load_personamem"
     data_dir: Optional[str] = None
+    allow_unverified: bool = False  # run on a file whose sha256 is not the pinned one (labelled)
     size: str = "32k"
     slice_context: bool = False
     unit: str = "pair"

@@ -12,7 +12,7 @@ def summary_table(metrics_doc: Mapping[str, Any]) -> str:
     summary = metrics_doc["summary"]
     names = list(metrics_doc.get("primary") or metrics_doc["metric_names"])
     if not summary.get("n"):
-        return "(no scored queries)"
+        return "\n".join(["(no scored queries)", *(f"WARNING: {w}" for w in metrics_doc.get("warnings") or [])])
     rows = []
     for split, values in summary["splits"].items():
         rows.append({"rows": split, "n": values["n"], **{m: f"{values[m]:.4f}" for m in names}})
@@ -35,4 +35,8 @@ def summary_table(metrics_doc: Mapping[str, Any]) -> str:
     lines.append(f"queries: {counts.get('n_total')} rows, {counts.get('n_scored')} scored, "
                  f"excluded {counts.get('n_excluded') or {}}; loader {counts.get('loader') or {}}")
     lines.append(f"encoder: {metrics_doc['encoder']['label']}; encoded {metrics_doc.get('encoded')}")
+    if metrics_doc.get("data_verified") is False:
+        lines.append("DATA UNVERIFIED: a data file's sha256 is not the pinned one (see warnings); tables never show "
+                     "this run beside the paper")
+    lines += [f"WARNING: {w}" for w in metrics_doc.get("warnings") or []]
     return "\n".join(lines)

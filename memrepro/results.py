@@ -1,22 +1,36 @@
-"""Run folders: written atomically, completion marker last, skipped when complete.
+"""Run folders: written atomically, completion marker last, verified when read back, skipped when complete.
 
 Layout of one run (``results/runs/<dataset>/<retriever>/<encoder>/<run id>/``):
 ``config.yaml`` (resolved config), ``queries.jsonl`` (one row per (split, query): top-N ids and scores, the rank
 of every gold item, per-query metrics, category, split seed, latency), ``run.trec`` (TREC run file of the
-top-N), ``metrics.json`` (aggregates + provenance) and ``COMPLETE`` (written last). The folder is assembled
-under a temporary name and renamed into place, so a crash never leaves a folder that reads back as complete.
+top-N), ``metrics.json`` (aggregates + provenance) and ``COMPLETE`` (written last: a manifest with the sha256 and
+size of every other file and the number of query rows).
+
+Crash consistency: the folder is assembled (every file fsynced) under the temporary name ``.<run id>.tmp-<x>`` and
+renamed into place; an ``overwrite=true`` commit first moves the old folder to ``.<run id>.old-<x>``. Readers
+never look at names that start with a dot, and the next run of that id (under its lock) finishes or removes
+whatever a kill left: a complete, verified ``.tmp-*`` whose final folder is missing is renamed into place, every
+other temporary folder is deleted. A folder whose files fail the manifest (an empty or truncated
+``metrics.json``, a corrupt line in ``queries.jsonl``) is reported with the file named and treated as incomplete.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
+import logging
 import os
 import shutil
 import uuid
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
+from memrepro.errors import DamagedFileError
+
 COMPLETE = "COMPLETE"
+MANIFEST_FORMAT = 1
+TMP_TAG, OLD_TAG = ".tmp-", ".old-"
+log = logging.getLogger("memrepro")
 
 
 def run_dir(results_dir: str | os.PathLike[str], dataset: str, retriever: str, encoder: str, run_id: str) -> Path:
@@ -24,53 +38,205 @@ def run_dir(results_dir: str | os.PathLike[str], dataset: str, retriever: str, e
     return Path(results_dir) / "runs" / safe(dataset) / safe(retriever) / safe(encoder) / run_id
 
 
+def is_hidden(folder: Path) -> bool:
+    """Temporary names (``.<id>.tmp-*``, ``.<id>.old-*``) and anything else starting with a dot: never a run."""
+    return folder.name.startswith(".")
+
+
 def is_complete(folder: Path) -> bool:
-    return (folder / COMPLETE).is_file()
+    return not is_hidden(folder) and (folder / COMPLETE).is_file()
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def verify_run(folder: Path) -> None:
+    """Raise :class:`DamagedFileError` naming the first file of a complete-marked folder that fails verification.
+
+    With a manifest: every file's size and sha256. Without (folders written before manifests): ``metrics.json``
+    parses as an object, every ``queries.jsonl`` line parses, with as many rows as ``counts.n_total`` says, and
+    ``config.yaml`` parses.
+    """
+    marker = folder / COMPLETE
+    if not marker.is_file():
+        raise DamagedFileError(marker, "missing: the run is not complete")
+    text = marker.read_text(encoding="utf-8", errors="replace").strip()
+    manifest = None
+    if text.startswith("{"):
+        try:
+            manifest = json.loads(text)
+        except json.JSONDecodeError:
+            raise DamagedFileError(marker, "unreadable manifest") from None
+    if manifest is not None:
+        for name, expected in sorted(manifest.get("files", {}).items()):
+            path = folder / name
+            if not path.is_file():
+                raise DamagedFileError(path, "missing from a complete run")
+            if path.stat().st_size != expected.get("bytes") or _sha256(path) != expected.get("sha256"):
+                raise DamagedFileError(path, "differs from the run's manifest (damaged or edited)")
+        return
+    # (legacy folders: the files present are checked; a missing one is named when a reader asks for it)
+    metrics = _parse_metrics(folder / "metrics.json")
+    if (folder / "queries.jsonl").exists():
+        rows = _parse_queries(folder / "queries.jsonl")
+        n_total = (metrics.get("counts") or {}).get("n_total")
+        if isinstance(n_total, int) and n_total != len(rows):
+            raise DamagedFileError(folder / "queries.jsonl", f"{len(rows)} rows, metrics.json counts {n_total}")
+    if (folder / "config.yaml").exists():
+        import yaml
+
+        try:
+            yaml.safe_load((folder / "config.yaml").read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+            raise DamagedFileError(folder / "config.yaml", f"unreadable ({type(exc).__name__})") from None
+
+
+def run_problem(folder: Path) -> str | None:
+    """None when ``folder`` is a complete run whose files verify, else what is wrong (file named)."""
+    try:
+        verify_run(folder)
+    except DamagedFileError as exc:
+        return str(exc)
+    except OSError as exc:
+        return f"{exc.filename or folder}: unreadable ({exc.strerror or exc})"
+    return None
+
+
+def _parse_metrics(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise DamagedFileError(path, "missing from a complete run") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise DamagedFileError(path, f"not valid JSON ({str(exc)[:80]}): empty, truncated or damaged") from None
+    if not isinstance(data, dict):
+        raise DamagedFileError(path, f"expected a JSON object, found {type(data).__name__}")
+    return data
+
+
+def _parse_queries(path: Path) -> list[dict[str, Any]]:
+    rows = []
+    try:
+        with open(path, encoding="utf-8") as handle:
+            for number, line in enumerate(handle, start=1):
+                try:
+                    row = json.loads(line)
+                except json.JSONDecodeError as exc:
+                    raise DamagedFileError(path, f"line {number} is not a JSON row ({exc.msg})") from None
+                if not isinstance(row, dict):
+                    raise DamagedFileError(path, f"line {number} is not a JSON object")
+                rows.append(row)
+    except FileNotFoundError:
+        raise DamagedFileError(path, "missing from a complete run") from None
+    except UnicodeDecodeError as exc:
+        raise DamagedFileError(path, f"not UTF-8 at byte {exc.start}") from None
+    return rows
 
 
 def read_metrics(folder: Path) -> dict[str, Any]:
     if not is_complete(folder):
         raise FileNotFoundError(f"{folder} is not a complete run (no {COMPLETE} marker)")
-    return json.loads((folder / "metrics.json").read_text())
+    return _parse_metrics(folder / "metrics.json")
 
 
 def read_queries(folder: Path) -> list[dict[str, Any]]:
     if not is_complete(folder):
         raise FileNotFoundError(f"{folder} is not a complete run (no {COMPLETE} marker)")
-    with open(folder / "queries.jsonl", encoding="utf-8") as handle:
-        return [json.loads(line) for line in handle]
+    return _parse_queries(folder / "queries.jsonl")
+
+
+def stale_siblings(final: Path) -> list[Path]:
+    """Temporary folders a killed commit of this run id left beside it."""
+    if not final.parent.is_dir():
+        return []
+    prefix = f".{final.name}"
+    return sorted(p for p in final.parent.iterdir()
+                  if p.name.startswith(prefix + TMP_TAG) or p.name.startswith(prefix + OLD_TAG))
+
+
+def recover(final: Path) -> list[str]:
+    """Finish or undo a commit a kill interrupted (call under the run's lock); returns what was done.
+
+    The final folder missing and a verified, complete ``.tmp-*`` present: that one is the newest finished run,
+    renamed into place. Every other temporary folder of this run id is removed.
+    """
+    done = []
+    stale = stale_siblings(final)
+    if not final.exists():
+        for candidate in stale:
+            if candidate.name.startswith(f".{final.name}{TMP_TAG}") and run_problem(candidate) is None:
+                os.replace(candidate, final)
+                done.append(f"completed the interrupted commit {candidate.name} → {final.name}")
+                break
+    for leftover in stale_siblings(final):
+        shutil.rmtree(leftover, ignore_errors=True)
+        done.append(f"removed {leftover.name}")
+    for line in done:
+        log.warning("%s: %s", final.parent, line)
+    return done
 
 
 class RunWriter:
-    """Collects a run's files in a temporary sibling folder; ``commit()`` writes the marker and renames."""
+    """Collects a run's files in a temporary sibling folder; ``commit()`` writes the manifest and renames."""
 
     def __init__(self, final: Path) -> None:
         self.final = final
         final.parent.mkdir(parents=True, exist_ok=True)
-        self.tmp = final.parent / f".{final.name}.tmp-{uuid.uuid4().hex[:8]}"
+        self.tmp = final.parent / f".{final.name}{TMP_TAG}{uuid.uuid4().hex[:8]}"
         self.tmp.mkdir()
+        self.rows: int | None = None
 
     def write_text(self, name: str, text: str) -> None:
-        (self.tmp / name).write_text(text, encoding="utf-8")
+        self._write(name, text.encode("utf-8"))
 
     def write_json(self, name: str, data: Mapping[str, Any]) -> None:
         self.write_text(name, json.dumps(data, indent=2, sort_keys=False, default=str) + "\n")
 
     def write_jsonl(self, name: str, rows: Iterable[Mapping[str, Any]]) -> None:
-        with open(self.tmp / name, "w", encoding="utf-8") as handle:
-            for row in rows:
-                handle.write(json.dumps(row, separators=(",", ":"), default=str) + "\n")
+        lines = [json.dumps(row, separators=(",", ":"), default=str) + "\n" for row in rows]
+        if name == "queries.jsonl":
+            self.rows = len(lines)
+        self._write(name, "".join(lines).encode("utf-8"))
+
+    def _write(self, name: str, data: bytes) -> None:
+        with open(self.tmp / name, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
 
     def commit(self) -> Path:
-        (self.tmp / COMPLETE).write_text("ok\n")
+        files = {p.name: {"sha256": _sha256(p), "bytes": p.stat().st_size}
+                 for p in sorted(self.tmp.iterdir()) if p.is_file() and p.name != COMPLETE}
+        self._write(COMPLETE, (json.dumps({"format": MANIFEST_FORMAT, "files": files, "rows": self.rows},
+                                          indent=1, sort_keys=True) + "\n").encode())
+        _fsync_dir(self.tmp)
         if self.final.exists():  # overwrite: move the old run aside first, then swap
-            trash = self.final.parent / f".{self.final.name}.old-{uuid.uuid4().hex[:8]}"
+            trash = self.final.parent / f".{self.final.name}{OLD_TAG}{uuid.uuid4().hex[:8]}"
             os.replace(self.final, trash)
             os.replace(self.tmp, self.final)
             shutil.rmtree(trash, ignore_errors=True)
         else:
             os.replace(self.tmp, self.final)
+        _fsync_dir(self.final.parent)
         return self.final
 
     def abort(self) -> None:
         shutil.rmtree(self.tmp, ignore_errors=True)
+
+
+def _fsync_dir(folder: Path) -> None:
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)

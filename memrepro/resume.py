@@ -4,8 +4,11 @@ hours (the full-pool cross-encoder scores 500 pairs per query, seconds each on a
 Stored per query: the frozen ranking (ids and scores; JSON floats round-trip exactly) and the trace, plus each
 write's retrieval seconds, so a resumed run's amortized latency still sums retrieval time only. The file is named
 after the run id (the config hash), so a changed config never reads another config's checkpoint. Batch-1 latency is
-never resumed: it is measured afresh when the run completes. Writes are appends, flushed and fsynced; a last line
-torn by a kill is dropped, any other unreadable line is an error that names the file and line.
+never resumed: it is measured afresh when the run completes. Writes are appends, flushed and fsynced, one record
+per line as ``<sha256 of the JSON>\t<JSON>``. Reading back verifies every line: a last line torn by a kill, or any
+line that is garbled, cut or fails its digest, loses only itself (its queries are retrieved again; a warning names
+the file and line) and the file is rewritten without it, so the next append starts on a fresh line after the last
+complete record.
 
 Why not a cross-encoder score cache (the spec's other option): scores served from a cache would also be served to
 the latency measurement, which would then time cache lookups instead of the model.
@@ -13,9 +16,12 @@ the latency measurement, which would then time cache lookups instead of the mode
 
 from __future__ import annotations
 
+import hashlib
 import json
+import logging
 import os
 import time
+import uuid
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,6 +29,8 @@ from typing import Any, Iterator
 
 from memrepro.errors import MemreproError
 from memrepro.evaluation.freeze import FrozenRanking
+
+log = logging.getLogger("memrepro")
 
 CHECKPOINT_SUFFIX = ".partial.jsonl"
 LOCK_SUFFIX = ".lock"
@@ -43,6 +51,7 @@ class RetrievalCheckpoint:
         self._pending: list[dict[str, Any]] = []
         self._pending_s = 0.0
         self._last_write = time.monotonic()
+        self.dropped: list[str] = []
 
     @classmethod
     def for_run(cls, folder: Path, every_s: float = 60.0) -> RetrievalCheckpoint:
@@ -52,23 +61,34 @@ class RetrievalCheckpoint:
         restored = Restored()
         if not self.path.is_file():
             return restored
-        lines = self.path.read_text(encoding="utf-8").splitlines()
+        data = self.path.read_bytes()
+        lines = data.split(b"\n")
+        torn = lines.pop()  # b"" when the file ends with a newline; otherwise a write cut short by a kill
+        good: list[bytes] = []
+        bad: list[str] = []
         for number, line in enumerate(lines, start=1):
             try:
-                record = json.loads(line)
-                restored.retrieve_s += float(record["retrieve_s"])
-                for query in record["queries"]:
-                    key = (query["split"], query["query_id"])
-                    restored.rankings[key] = FrozenRanking(query["query_id"], tuple(query["memory_ids"]),
-                                                           tuple(query["scores"]))
-                    restored.traces[key] = query["trace"]
-            except (json.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
-                if number == len(lines):  # a write torn by a kill: those queries are simply retrieved again
-                    break
-                raise MemreproError(f"{self.path}: line {number} is not a checkpoint record ({exc}); delete the "
-                                    f"file to restart this run from scratch") from None
+                record = _parse_line(line)
+                retrieve_s = float(record["retrieve_s"])
+                entries = [((q["split"], q["query_id"]),
+                            FrozenRanking(q["query_id"], tuple(q["memory_ids"]), tuple(float(x) for x in q["scores"])),
+                            q["trace"]) for q in record["queries"]]
+            except (ValueError, KeyError, TypeError, AttributeError) as exc:
+                bad.append(f"line {number} ({exc})")
+                continue
+            restored.retrieve_s += retrieve_s
+            for key, ranking, trace in entries:
+                restored.rankings[key] = ranking
+                restored.traces[key] = trace
+            good.append(line)
+        if torn:
+            bad.append(f"line {len(lines) + 1} (cut short by an interruption)")
+        if bad:
+            log.warning("%s: %d unreadable checkpoint record(s) dropped, their queries are retrieved again: %s",
+                        self.path, len(bad), "; ".join(bad)[:500])
+            self.dropped = bad
+            _rewrite(self.path, good)
         return restored
-
     def add(self, split: str, rankings: list[FrozenRanking], traces: list[Any], retrieve_s: float) -> None:
         self._pending += [{"split": split, "query_id": r.query_id, "memory_ids": list(r.memory_ids),
                            "scores": list(r.scores), "trace": t} for r, t in zip(rankings, traces)]
@@ -78,11 +98,13 @@ class RetrievalCheckpoint:
 
     def flush(self) -> None:
         if self._pending:
-            line = json.dumps({"retrieve_s": self._pending_s, "queries": self._pending},
-                              separators=(",", ":"), default=str)
+            body = json.dumps({"retrieve_s": self._pending_s, "queries": self._pending},
+                              separators=(",", ":"), default=str).encode("utf-8")
+            line = hashlib.sha256(body).hexdigest().encode() + b"\t" + body + b"\n"
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            with open(self.path, "a", encoding="utf-8") as handle:
-                handle.write(line + "\n")
+            _cut_torn_tail(self.path)  # an append always starts on a fresh line after the last complete record
+            with open(self.path, "ab") as handle:
+                handle.write(line)
                 handle.flush()
                 os.fsync(handle.fileno())
         self._pending, self._pending_s, self._last_write = [], 0.0, time.monotonic()
@@ -114,3 +136,53 @@ class RetrievalCheckpoint:
     def discard(self) -> None:
         self._pending, self._pending_s = [], 0.0
         self.path.unlink(missing_ok=True)
+
+
+def _parse_line(line: bytes) -> dict[str, Any]:
+    """One record: ``<sha256 hex>\t<JSON>`` with the digest of the JSON bytes; ValueError when it does not verify."""
+    digest, sep, body = line.partition(b"\t")
+    if not sep or len(digest) != 64:
+        raise ValueError("no digest")
+    if hashlib.sha256(body).hexdigest().encode() != digest:
+        raise ValueError("digest mismatch")
+    record = json.loads(body.decode("utf-8"))
+    if not isinstance(record, dict):
+        raise TypeError("not an object")
+    return record
+
+
+def _rewrite(path: Path, lines: list[bytes]) -> None:
+    """Replace ``path`` atomically by ``lines`` (the records that verified)."""
+    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}.tmp")
+    with open(tmp, "wb") as handle:
+        handle.write(b"".join(line + b"\n" for line in lines))
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(tmp, path)
+
+
+def _cut_torn_tail(path: Path) -> None:
+    """Truncate a file that does not end with a newline to its last complete line."""
+    if not path.is_file():
+        return
+    with open(path, "rb+") as handle:
+        size = handle.seek(0, os.SEEK_END)
+        if size == 0:
+            return
+        handle.seek(size - 1)
+        if handle.read(1) == b"\n":
+            return
+        block, end = 1 << 16, size
+        while end > 0:
+            start = max(0, end - block)
+            handle.seek(start)
+            chunk = handle.read(end - start)
+            cut = chunk.rfind(b"\n")
+            if cut >= 0:
+                handle.truncate(start + cut + 1)
+                break
+            end = start
+        else:
+            handle.truncate(0)
+        handle.flush()
+        os.fsync(handle.fileno())

@@ -21,14 +21,15 @@ from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
 from memrepro.config import NON_SEMANTIC_KEYS
-from memrepro.errors import MemreproError
+from memrepro.datasets.verify import enforce
+from memrepro.errors import EXIT_BAD_INPUT, MemreproError
 from memrepro.evaluation.aggregate import aggregate
 from memrepro.evaluation.freeze import TIE_RULE, FrozenRanking, freeze
 from memrepro.evaluation.metrics import compute_metrics
 from memrepro.models.encoder import CachedEncoder, resolve_device
 from memrepro.provenance import config_hash, git_commit, hardware, package_versions
 from memrepro.resume import RetrievalCheckpoint
-from memrepro.results import RunWriter, is_complete, read_metrics, run_dir
+from memrepro.results import RunWriter, is_complete, read_metrics, recover, run_dir, run_problem, stale_siblings
 from memrepro.retrievers.base import RetrievalInput, Retriever
 from memrepro.search import EpisodeIndex, build_index, search
 from memrepro.training.artifacts import TrainingContext
@@ -52,9 +53,22 @@ def build(node: DictConfig) -> Any:
         return instantiate(node)
     except InstantiationException as exc:
         cause = exc.__cause__
-        if isinstance(cause, (MemreproError, ValueError)):
+        if isinstance(cause, MemreproError):
             raise cause from None
+        if isinstance(cause, ValueError):  # a constructor refusing a value: bad input, named by its config group
+            raise BadValueError(f"config {_node_key(node)}: {cause}; fix the override or the config file") from None
         raise
+
+
+class BadValueError(MemreproError, ValueError):
+    exit_code = EXIT_BAD_INPUT
+
+
+def _node_key(node: DictConfig) -> str:
+    try:
+        return str(node._get_full_key(None)) or "<config>"
+    except Exception:  # noqa: BLE001 - only used to name the group in a message
+        return "<config>"
 
 
 _REUSABLE: dict[str, Any] = {}
@@ -76,7 +90,7 @@ def semantic_config(cfg: DictConfig) -> dict[str, Any]:
         resolved.pop(key, None)
     for group in ("dataset", "encoder"):  # where the data lives and which device encodes are not identity
         if isinstance(resolved.get(group), dict):
-            for key in ("data_dir", "device", "show_progress", "batch_size"):
+            for key in ("data_dir", "device", "show_progress", "batch_size", "allow_unverified"):
                 resolved[group].pop(key, None)
     return resolved
 
@@ -90,7 +104,7 @@ def run(cfg: DictConfig) -> RunOutcome:
     device = resolve_device(cfg.runtime.device)
 
     start = time.perf_counter()
-    benchmark: Benchmark = _reused(cfg.dataset)
+    benchmark, verification = load_benchmark(cfg.dataset)
     timings["load_s"] = time.perf_counter() - start
     encoder = _reused(cfg.encoder)
     retriever: Retriever = build(cfg.retriever)
@@ -99,18 +113,46 @@ def run(cfg: DictConfig) -> RunOutcome:
     run_id = config_hash({"config": semantic, "data_sha256": benchmark.data_sha256, "encoder": encoder.identity})
     folder = run_dir(cfg.paths.results_dir, benchmark.name, retriever.name, encoder.label, run_id)
     checkpoint = RetrievalCheckpoint.for_run(folder, float(cfg.runtime.checkpoint_every_s))
-    if cfg.overwrite or not is_complete(folder):
+    problem = run_problem(folder) if is_complete(folder) else None
+    if problem:
+        log.warning("%s; the run is recomputed", problem)
+    if cfg.overwrite or not is_complete(folder) or problem or stale_siblings(folder):
         with checkpoint.locked():  # one process per run: a second launch of the same run fails instead of racing
+            recover(folder)  # a commit a kill interrupted: finished or undone, never listed as a run
             if cfg.overwrite:
                 checkpoint.discard()
-            if cfg.overwrite or not is_complete(folder):  # another process may have completed it meanwhile
-                return _compute(cfg, benchmark, encoder, retriever, folder, run_id, checkpoint, device, timings)
+            # another process may have completed it meanwhile
+            if cfg.overwrite or not is_complete(folder) or run_problem(folder):
+                return _compute(cfg, benchmark, encoder, retriever, folder, run_id, checkpoint, device, timings,
+                                verification)
+            checkpoint.discard()  # complete (a commit finished by recover): its checkpoint is spent
     log.info("run %s is complete: skipped (set overwrite=true to redo it)", folder)
     return RunOutcome(folder, True, read_metrics(folder), {"query": 0, "document": 0})
 
 
+def load_benchmark(node: DictConfig) -> tuple[Benchmark, dict[str, Any]]:
+    """The dataset a config names (built once per process) and its files' checksum verification.
+
+    ``allow_unverified`` is the runner's switch, not the loader's: it is taken off before the loader is built."""
+    plain = OmegaConf.to_container(node, resolve=True)
+    allow = bool(plain.pop("allow_unverified", False))
+    benchmark: Benchmark = _reused(OmegaConf.create(plain))
+    root = str(plain.get("data_dir") or "")
+    verification = enforce(benchmark.files, root or "<data dir>", allow)
+    for warning in benchmark.warnings:
+        log.warning("%s", warning)
+    if verification["data_verified"] is False:
+        for check in verification["data_files"]:
+            if check["state"] == "mismatch":
+                log.warning("UNVERIFIED DATA: %s has sha256 %s, not the pinned %s (dataset.allow_unverified=true): "
+                            "results from this run are labelled unverified", check["path"], check["actual"],
+                            check["expected"])
+    return benchmark, verification
+
+
 def _compute(cfg: DictConfig, benchmark: Benchmark, encoder: Any, retriever: Retriever, folder: Path, run_id: str,
-             checkpoint: RetrievalCheckpoint, device: str, timings: dict[str, float]) -> RunOutcome:
+             checkpoint: RetrievalCheckpoint, device: str, timings: dict[str, float],
+             verification: Mapping[str, Any] | None = None) -> RunOutcome:
     """Encode, retrieve (resuming from ``checkpoint``), score and write one run that is not complete yet."""
     index, query_vectors, cached = encode_and_index(benchmark, encoder, Path(cfg.paths.cache_dir), device,
                                                     bool(cfg.runtime.progress), timings)
@@ -139,6 +181,9 @@ def _compute(cfg: DictConfig, benchmark: Benchmark, encoder: Any, retriever: Ret
     metrics_doc = {
         "run_id": run_id,
         "dataset": benchmark.name,
+        # checksums: true = every file has its pinned sha256; false = one does not (expected / actual below);
+        # null = nothing mismatched but a file has no pin
+        "data_verified": (verification or {}).get("data_verified"),
         "retriever": retriever.describe(),
         "encoder": {"label": encoder.label, **encoder.identity,
                     **({"resolved": vars(encoder.resolved)} if hasattr(encoder, "resolved") else {})},
@@ -149,6 +194,7 @@ def _compute(cfg: DictConfig, benchmark: Benchmark, encoder: Any, retriever: Ret
         "returned": {"mean_items": _mean([r["n_returned"] for r in rows]),
                      "mean_chars_top_n": _mean([r["returned_chars"] for r in rows])},
         "summary": summary,
+        "warnings": _warnings(benchmark, cached, verification),
         "latency": {
             "batched_amortized_ms_per_query": 1000.0 * timings["retrieve_s"] / max(1, n_retrieved),
             "batch1": {k: v for k, v in batch1.items() if k != "per_query_ms"},
@@ -159,10 +205,12 @@ def _compute(cfg: DictConfig, benchmark: Benchmark, encoder: Any, retriever: Ret
         "timings": timings,
         "encoded": dict(cached.encoded),
         "cache_hits": dict(cached.cache_hits),
+        "cache_quarantined": cached.quarantined,  # damaged embedding shards moved aside and re-encoded
         "provenance": {
             "config_hash": run_id,
             "data_sha256": benchmark.data_sha256,
             "files": [vars(f) for f in benchmark.files],
+            "data_files": (verification or {}).get("data_files", []),
             "loader_options": dict(benchmark.options),
             "tie_rule": TIE_RULE,
             "git": git_commit(),
@@ -353,6 +401,19 @@ def _routing(rows: list[dict[str, Any]]) -> dict[str, Any] | None:
         timing_keys = sorted({k for t in traces for k, v in t.items() if k.endswith("_ms") and
                               isinstance(v, (int, float))})
         out[path] = {"n": len(traces), **{f"mean_{k}": _mean([t[k] for t in traces if k in t]) for k in timing_keys}}
+    return out
+
+
+def _warnings(benchmark: Benchmark, cached: CachedEncoder, verification: Mapping[str, Any] | None) -> list[str]:
+    """What a reader of the results must know: tolerated data anomalies, unverified files, repaired cache shards."""
+    out = list(benchmark.warnings)
+    for check in (verification or {}).get("data_files", []):
+        if check["state"] == "mismatch":
+            out.append(f"unverified data: {check['path']} has sha256 {check['actual']}, not the pinned "
+                       f"{check['expected']}")
+    for shard in cached.quarantined:
+        out.append(f"embedding cache shard {shard['path']} was damaged ({shard['reason']}): quarantined and "
+                   f"re-encoded")
     return out
 
 

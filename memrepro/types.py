@@ -120,6 +120,7 @@ class Benchmark:
     files: tuple[FileProvenance, ...]
     loader_counts: Mapping[str, int] = field(default_factory=dict)  # dropped / repaired items, by reason
     options: Mapping[str, object] = field(default_factory=dict)  # loader options that shaped the data
+    warnings: tuple[str, ...] = ()  # structural anomalies the loader tolerated: printed in the run summary
 
     def __post_init__(self) -> None:
         ids: set[str] = set()

@@ -13,6 +13,7 @@ from omegaconf import OmegaConf
 from omegaconf.errors import ValidationError
 
 import memrepro.config  # noqa: F401
+from memrepro import runner
 from memrepro.runner import semantic_config
 
 CONF = Path(__file__).resolve().parents[1] / "conf"
@@ -40,8 +41,9 @@ FIXTURE_OVERRIDES = {  # point each dataset config at its tiny fixture
 
 @pytest.mark.parametrize("name", options("dataset"))
 def test_dataset_configs_instantiate(name: str, fixtures_dir: Path) -> None:
-    cfg = composed(f"dataset={name}", f"paths.data_dir={fixtures_dir}", *FIXTURE_OVERRIDES.get(name, []))
-    benchmark = instantiate(cfg.dataset)
+    cfg = composed(f"dataset={name}", f"paths.data_dir={fixtures_dir}", *FIXTURE_OVERRIDES.get(name, []),
+                   "dataset.allow_unverified=true")  # the fixtures sit at pinned paths with their own bytes
+    benchmark, _ = runner.load_benchmark(cfg.dataset)
     assert benchmark.queries and benchmark.episodes
 
 
@@ -134,3 +136,38 @@ def test_cascade_choices_reach_the_run_id_only_through_the_cascade() -> None:
     v1 = semantic_config(composed("retriever=cascade"))
     over_dense = semantic_config(composed("retriever=cascade", "first_stage=dense"))
     assert v1 != over_dense and over_dense["retriever"]["first_stage"]["_target_"].endswith("DenseRetriever")
+
+
+def test_every_shipped_config_passes_the_range_checks() -> None:
+    from memrepro.validate import validate_run_config
+
+    overrides = ([f"retriever={name}" for name in options("retriever")] + [f"dataset={name}" for name in
+                 options("dataset")] + [f"encoder={name}" for name in options("encoder")])
+    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+        for override in overrides:  # a preset outside its own ranges is a bug
+            validate_run_config(compose(config_name="config", overrides=[override, "runtime.device=cpu"]))
+
+
+@pytest.mark.parametrize("override,key", [
+    ("retriever.alpha=1.5", "retriever.alpha"), ("retriever.mmr_lambda=2", "retriever.mmr_lambda"),
+    ("retriever.beam=0", "retriever.beam"), ("retriever.engine=fast", "retriever.engine"),
+    ("retriever.theta_low=0.9", "retriever.theta_low"), ("output.top_n=0", "output.top_n"),
+    ("runtime.batch_size=-1", "runtime.batch_size"), ("runtime.checkpoint_every_s=-1", "runtime.checkpoint_every_s"),
+])
+def test_range_checks_name_key_value_and_range(override: str, key: str) -> None:
+    from memrepro.errors import ConfigError
+    from memrepro.validate import validate_run_config
+
+    with pytest.raises(ConfigError) as caught:
+        validate_run_config(composed("retriever=rfmem", override, "runtime.device=cpu"))
+    assert caught.value.key == key and str(caught.value).startswith(f"config {key}=") and "expected" in str(caught.value)
+    assert caught.value.exit_code == 2
+
+
+def test_a_cascade_first_stage_is_checked_as_a_retriever() -> None:
+    from memrepro.errors import ConfigError
+    from memrepro.validate import validate_retriever
+
+    with pytest.raises(ConfigError, match=r"retriever\.first_stage\.k=0"):
+        validate_retriever({"_target_": "memrepro.retrievers.cascade.CascadeRetriever", "protected": 10,
+                            "first_stage": {"_target_": "memrepro.retrievers.dense.DenseRetriever", "k": 0}})

@@ -101,11 +101,44 @@ def test_checkpoint_round_trip_torn_last_line_and_corrupt_line(tmp_path: Path) -
     with open(checkpoint.path, "a") as handle:
         handle.write('{"retrieve_s": 1.0, "queries": [{"split": "7", "query_id": "q2", "memory_i')  # killed mid-write
     assert set(checkpoint.load().rankings) == {("7", "q1")}
+    assert checkpoint.path.read_bytes().endswith(b"\n")  # the torn tail is gone from the file too
 
-    lines = checkpoint.path.read_text().splitlines()
-    checkpoint.path.write_text("\n".join(["not json", *lines]) + "\n")
-    with pytest.raises(MemreproError, match=r"\.run\.partial\.jsonl: line 1 is not a checkpoint record"):
-        checkpoint.load()
+
+def _ranking(i: int) -> FrozenRanking:
+    return FrozenRanking(f"q{i}", (f"m{i}", "m0"), (0.5 + i / 7, 0.25))
+
+
+def test_torn_line_then_a_second_interruption_keeps_every_complete_record(tmp_path: Path) -> None:
+    """The issue's case: a torn last line, then another run appends and is killed again; the third start resumed
+    nothing before (line N 'is not a checkpoint record ... delete the file')."""
+    path = tmp_path / ".run.partial.jsonl"
+    first = RetrievalCheckpoint(path, every_s=0)
+    first.add("7", [_ranking(1)], [None], 0.1)
+    with open(path, "ab") as handle:
+        handle.write(b'0123\t{"retrieve_s": 1.0, "queries": [{"spl')  # killed mid-write, no newline
+    second = RetrievalCheckpoint(path, every_s=0)  # the second start appends without loading first
+    second.add("7", [_ranking(2)], [None], 0.1)
+    with open(path, "ab") as handle:
+        handle.write(b'{"torn again')
+    third = RetrievalCheckpoint(path, every_s=0).load()
+    assert set(third.rankings) == {("7", "q1"), ("7", "q2")}
+
+
+def test_a_bad_record_mid_file_loses_only_itself(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    path = tmp_path / ".run.partial.jsonl"
+    checkpoint = RetrievalCheckpoint(path, every_s=0)
+    for i in range(1, 4):
+        checkpoint.add("7", [_ranking(i)], [None], 0.1)
+    lines = path.read_bytes().split(b"\n")
+    lines[1] = lines[1].replace(b'"scores":[0.', b'"scores":[9.')  # still valid JSON: a silently wrong score
+    path.write_bytes(b"\n".join([b"not json", *lines]))
+    with caplog.at_level("WARNING", logger="memrepro"):
+        restored = RetrievalCheckpoint(path).load()
+    assert set(restored.rankings) == {("7", "q1"), ("7", "q3")}  # q2's record failed its digest: retrieved again
+    assert restored.rankings[("7", "q1")] == _ranking(1)
+    assert str(path) in caplog.text and "line 1" in caplog.text and "line 3" in caplog.text
+    assert set(RetrievalCheckpoint(path).load().rankings) == {("7", "q1"), ("7", "q3")}  # rewritten clean
+    assert b"not json" not in path.read_bytes()
 
 
 def test_a_second_launch_of_a_run_in_progress_is_refused(tmp_path: Path) -> None:

@@ -186,7 +186,8 @@ def test_table2_presets_hold_the_spec_settings() -> None:
 # -- CLI end to end on the fixtures ----------------------------------------------------------------------
 
 @pytest.mark.parametrize("dataset,retriever,extra", [
-    ("personabench", "rfmem_personabench", ("dataset.communities=[community_0]", "retriever.k=5")),
+    ("personabench", "rfmem_personabench", ("dataset.communities=[community_0]", "retriever.k=5",
+                                            "dataset.allow_unverified=true")),  # fixtures at pinned paths
     ("locomo", "recollection", ("dataset.file=locomo/locomo10_two_conversations.json", "retriever.min_sim=0.0")),
 ])
 def test_cli_end_to_end(dataset: str, retriever: str, extra: tuple[str, ...], tmp_path: Path,

@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 import logging
-import sys
 from pathlib import Path
 
 import hydra
 from omegaconf import DictConfig
 
 import memrepro.config  # noqa: F401  (registers the schemas in the ConfigStore)
-from memrepro.errors import MemreproError
+from memrepro.cli.failures import reported
 from memrepro.report import summary_table
+from memrepro.validate import validate_run_config
 
 CONFIG_DIR = str(Path(__file__).resolve().parents[2] / "conf")
 log = logging.getLogger("memrepro")
@@ -19,13 +19,11 @@ log = logging.getLogger("memrepro")
 
 @hydra.main(version_base="1.3", config_path=CONFIG_DIR, config_name="config")
 def main(cfg: DictConfig) -> None:
-    from memrepro.runner import run
+    with reported():  # one line and an exit code per failure, in a launcher's job process too
+        validate_run_config(cfg)  # every value checked before anything loads: key, value, allowed range
+        from memrepro.runner import run
 
-    try:
         outcome = run(cfg)
-    except MemreproError as exc:
-        print(f"memrepro: error: {exc}", file=sys.stderr)
-        sys.exit(1)
     state = "skipped (already complete)" if outcome.skipped else "done"
     print(f"\n{state}: {outcome.folder}")
     print(summary_table(outcome.metrics))

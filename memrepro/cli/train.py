@@ -4,7 +4,6 @@ command only does it ahead of time, for all seeds, and prints where the models a
 
 from __future__ import annotations
 
-import sys
 import time
 from pathlib import Path
 
@@ -19,7 +18,7 @@ CONFIG_DIR = str(Path(__file__).resolve().parents[2] / "conf")
 
 def train_all(cfg: DictConfig) -> list[str]:
     from memrepro.models.encoder import resolve_device
-    from memrepro.runner import build, encode_and_index
+    from memrepro.runner import build, encode_and_index, load_benchmark
     from memrepro.training.artifacts import TrainingContext
 
     if cfg.runtime.torch_threads:
@@ -27,7 +26,7 @@ def train_all(cfg: DictConfig) -> list[str]:
 
         torch.set_num_threads(int(cfg.runtime.torch_threads))  # one per process when seeds train side by side
     device = resolve_device(cfg.runtime.device)
-    benchmark = build(cfg.dataset)
+    benchmark, _ = load_benchmark(cfg.dataset)
     encoder = build(cfg.encoder)
     retriever = build(cfg.retriever)
     if not hasattr(retriever, "bind_training"):
@@ -35,8 +34,8 @@ def train_all(cfg: DictConfig) -> list[str]:
     index, query_vectors, _ = encode_and_index(benchmark, encoder, Path(cfg.paths.cache_dir), device,
                                                bool(cfg.runtime.progress), {})
     retriever.bind_training(TrainingContext(benchmark, index, query_vectors, encoder.identity,
-                                      Path(cfg.paths.models_dir), device, bool(cfg.runtime.progress),
-                                      float(cfg.runtime.checkpoint_every_s)))
+                                            Path(cfg.paths.models_dir), device, bool(cfg.runtime.progress),
+                                            float(cfg.runtime.checkpoint_every_s)))
     lines = []
     for split in benchmark.splits:
         if cfg.seeds and split.seed not in cfg.seeds:
@@ -50,12 +49,11 @@ def train_all(cfg: DictConfig) -> list[str]:
 
 @hydra.main(version_base="1.3", config_path=CONFIG_DIR, config_name="train")
 def main(cfg: DictConfig) -> None:
-    from memrepro.runner import build  # noqa: F401
+    from memrepro.cli.failures import reported
+    from memrepro.validate import validate_train_config
 
-    try:
+    with reported():
+        validate_train_config(cfg)
         train_all(cfg)
-    except MemreproError as exc:
-        print(f"memrepro: error: {exc}", file=sys.stderr)
-        sys.exit(1)
     print(f"\nmodels under {cfg.paths.models_dir}/ (by recipe hash); `python -m memrepro run` with the same "
           f"settings finds them")

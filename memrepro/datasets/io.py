@@ -5,8 +5,9 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 from memrepro.errors import DataError, MissingDataError
 from memrepro.types import FileProvenance
@@ -48,12 +49,35 @@ def provenance(path: Path, root: Path | None = None) -> FileProvenance:
 
 def read_json(path: Path) -> Any:
     """Parse a JSON file; malformed JSON raises a DataError naming the file, line, column and byte offset."""
-    text = path.read_text(encoding="utf-8")
+    text = read_text(path)
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:
         raise DataError(str(path), f"line {exc.lineno} column {exc.colno} (char {exc.pos})", "<json>",
                         f"malformed JSON: {exc.msg}") from exc
+
+
+def read_text(path: Path) -> str:
+    """A UTF-8 text file; bytes that are not UTF-8 raise a DataError naming the file, line and byte offset."""
+    data = path.read_bytes()
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise DataError(str(path), f"line {line} (byte {exc.start})", "<encoding>",
+                        f"not UTF-8 ({exc.reason}, byte 0x{data[exc.start]:02x}); re-save the file as UTF-8 or "
+                        f"restore the original (`python -m memrepro data check` compares it with its pinned sha256)"
+                        ) from None
+
+
+@contextmanager
+def utf8_errors(path: Path) -> Iterator[None]:
+    """For streamed text reads (CSV, JSONL): a UnicodeDecodeError becomes a DataError naming the file."""
+    try:
+        yield
+    except UnicodeDecodeError as exc:
+        raise DataError(str(path), f"byte {exc.start} of a read block", "<encoding>",
+                        f"not UTF-8 ({exc.reason}); re-save the file as UTF-8 or restore the original") from None
 
 
 def field(record: Any, key: str, expected: type | tuple[type, ...], *, file: str, record_id: str) -> Any:

@@ -34,6 +34,8 @@ HOW_TO_OBTAIN = (
 )
 _SESSION_KEY = re.compile(r"^session_(\d+)$")
 _DIA_ID = re.compile(r"D(\d+):(\d+)")
+_DATE_KEY = re.compile(r"^session_\d+_date_time$")
+_OTHER_KEYS = ("speaker_a", "speaker_b")
 
 PROTOCOL = Protocol(
     # recall_list@k is ConvMemory's recall (gold-list denominator); recall@k (ir-measures, set) is kept beside it.
@@ -70,11 +72,12 @@ def load_locomo(
     episodes: dict[str, Episode] = {}
     queries: list[Query] = []
     counts: Counter[str] = Counter()
+    warnings: list[str] = []
     for index, sample in enumerate(raw):
         sample_id = field(sample, "sample_id", str, file=source, record_id=f"conversation #{index}")
         if sample_id in episodes:
             raise DataError(source, sample_id, "sample_id", "duplicate conversation id")
-        episode = _episode(sample, sample_id, source)
+        episode = _episode(sample, sample_id, source, warnings)
         episodes[sample_id] = episode
         qa_list = field(sample, "qa", list, file=source, record_id=sample_id)
         known = set(episode.ids)
@@ -94,6 +97,7 @@ def load_locomo(
         files=(provenance(path, root),),
         loader_counts=dict(sorted(counts.items())),
         options={"file": file, "evidence_rule": evidence_rule, "seeds": list(seeds)},
+        warnings=tuple(warnings),
     )
 
 
@@ -107,13 +111,9 @@ def conversation_split(sample_ids: list[str], seed: int, dev_fraction: float = D
                  test_episode_ids=tuple(order[n_dev:]))
 
 
-def _episode(sample: dict, sample_id: str, source: str) -> Episode:
+def _episode(sample: dict, sample_id: str, source: str, warnings: list[str] | None = None) -> Episode:
     conversation = field(sample, "conversation", dict, file=source, record_id=sample_id)
-    session_numbers = sorted(
-        int(match.group(1))
-        for key, value in conversation.items()
-        if (match := _SESSION_KEY.match(key)) and isinstance(value, list)
-    )
+    session_numbers = _session_numbers(conversation, sample_id, source, warnings)
     memories: list[Memory] = []
     for number in session_numbers:
         date = conversation.get(f"session_{number}_date_time")
@@ -125,7 +125,39 @@ def _episode(sample: dict, sample_id: str, source: str) -> Episode:
             memories.append(Memory(id=dia_id, text=f"{speaker}: {text}", position=len(memories),
                                    session=f"session_{number}", speaker=speaker,
                                    time=date if isinstance(date, str) else None))
+    if not memories:
+        raise DataError(source, sample_id, "conversation", "the conversation has no turns (every session_<N> list is "
+                        "empty); restore the file or remove the conversation")
     return Episode(id=sample_id, memories=tuple(memories), source=source)
+
+
+def _session_numbers(conversation: dict, sample_id: str, source: str, warnings: list[str] | None = None) -> list[int]:
+    """The numbers of the ``session_<N>`` lists, checked for structure: every key is known (``speaker_a``,
+    ``speaker_b``, ``session_<N>``, ``session_<N>_date_time``), every ``session_<N>`` is a list and they run
+    are errors; a gap in 1..max is a warning (printed in the run summary), since the official loader reads what
+    exists. A renamed, retyped or missing session would otherwise drop its turns without a word (orphan
+    ``session_<N>_date_time`` keys without a list are the original file's own, and allowed)."""
+    numbers = []
+    for key, value in conversation.items():
+        match = _SESSION_KEY.match(key)
+        if match:
+            if not isinstance(value, list):
+                raise DataError(source, sample_id, f"conversation.{key}",
+                                f"expected a list of turns, got {type(value).__name__}: {value!r:.60}")
+            numbers.append(int(match.group(1)))
+        elif key not in _OTHER_KEYS and not _DATE_KEY.match(key):
+            raise DataError(source, sample_id, f"conversation.{key}",
+                            "unexpected key (a renamed session_<N>?); known keys: speaker_a, speaker_b, session_<N>, "
+                            "session_<N>_date_time")
+    numbers.sort()
+    if not numbers:
+        raise DataError(source, sample_id, "conversation", "no session_<N> lists: the conversation is empty")
+    missing = sorted(set(range(1, numbers[-1] + 1)) - set(numbers))
+    if missing and warnings is not None:  # the official loader reads whatever session_<N> lists exist: loud, not fatal
+        warnings.append(f"{source}: record {sample_id!r}: sessions run to session_{numbers[-1]} but "
+                        f"{', '.join(f'session_{n}' for n in missing[:5])}{' …' if len(missing) > 5 else ''} "
+                        f"{'has' if len(missing) == 1 else 'have'} no list of turns (read as the official loader does)")
+    return numbers
 
 
 def _query(qa: dict, query_id: str, episode_id: str, known: set[str], rule: str, source: str,

@@ -16,7 +16,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import lzma
 import tarfile
+import zlib
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
@@ -206,8 +208,10 @@ def _read_tar(archive: Path, root: Path) -> list[_Record]:
                 assert handle is not None  # regular files always have a handle
                 label = f"{archive}:{member.name}"
                 records.extend(_records_of_document(_parse_json(handle.read(), label), label))
-    except tarfile.TarError as exc:
-        raise DataError(str(archive), "<archive>", "<tar>", f"unreadable tar archive: {exc}") from exc
+    except (tarfile.TarError, EOFError, OSError, lzma.LZMAError, zlib.error) as exc:  # truncated / damaged archive
+        raise DataError(str(archive), "<archive>", "<tar>",
+                        f"unreadable tar archive ({type(exc).__name__}: {exc or 'ends early'}): truncated or damaged; "
+                        f"restore it (`python -m memrepro data check` compares it with its pinned sha256)") from None
     if not records:
         raise DataError(str(archive), "<archive>", "<files>", "no .json question files in archive")
     return records

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
-from memrepro.datasets.io import data_root, provenance, require_file
+from memrepro.datasets.io import data_root, provenance, require_file, utf8_errors
 from memrepro.errors import DataError
 from memrepro.types import Benchmark, Episode, FileProvenance, Memory, Protocol, Query, Split
 
@@ -170,7 +170,7 @@ def load_personamem_questions(data_dir: str | Path | None = None, size: str = "3
     counts: Counter[str] = Counter({"questions": 0, "options_json": 0, "options_repr": 0,
                                     "queries_with_user_prefix": 0})
     seen: set[str] = set()
-    with open(path, newline="", encoding="utf-8-sig") as handle:
+    with utf8_errors(path), open(path, newline="", encoding="utf-8-sig") as handle:
         reader = csv.DictReader(handle)
         header = reader.fieldnames or []
         for column in REQUIRED_COLUMNS:
@@ -372,7 +372,7 @@ def read_contexts(path: Path, needed: Iterable[str] | None = None) -> tuple[dict
     contexts: dict[str, list[dict[str, Any]]] = {}
     seen: set[str] = set()
     counts = {"context_lines": 0, "context_duplicate_lines": 0}
-    with open(path, encoding="utf-8") as handle:
+    with utf8_errors(path), open(path, encoding="utf-8") as handle:
         for line_number, line in enumerate(handle, start=1):
             if not line.strip():
                 continue

@@ -133,6 +133,11 @@ class CachedEncoder:
             self._caches[role] = EmbeddingCache(self.cache_dir, {**self.identity, "prefix": prefix})
         return self._caches[role]
 
+    @property
+    def quarantined(self) -> list[dict[str, object]]:
+        """Damaged cache shards found (and moved aside) by this encoder: their rows were encoded again."""
+        return [vars(q) for cache in self._caches.values() for q in cache.quarantined]
+
     def encode(self, texts: Sequence[str], role: Role) -> np.ndarray:
         dim_probe: np.ndarray | None = None
         cache = self._cache(role)

@@ -4,17 +4,18 @@ from __future__ import annotations
 
 import contextlib
 import math
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from functools import cached_property
 from numbers import Real
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 import yaml
 
-from memrepro.results import COMPLETE, read_metrics, read_queries
+from memrepro.results import COMPLETE, read_metrics, read_queries, run_problem
 
 
 # Retriever settings that change how a run computes, never what it measures.
@@ -104,5 +105,34 @@ def preferred(runs: Iterable[Run]) -> Run | None:
     return max(runs, key=lambda run: run.preference, default=None)
 
 
-def complete_runs(results_dir: str | Path) -> list[Run]:
-    return [Run(marker.parent) for marker in sorted(Path(results_dir).glob(f"runs/*/*/*/*/{COMPLETE}"))]
+def complete_runs(results_dir: str | Path, warn: Callable[[str], None] | None = None) -> list[Run]:
+    """Every complete run under ``results_dir/runs`` that a table may use.
+
+    Left out, each with one warning line: temporary folders of an interrupted commit (dot-names), runs whose files
+    fail verification (an empty or truncated ``metrics.json``, a corrupt ``queries.jsonl`` line: the file is
+    named), and runs on data whose sha256 is not the pinned one (``data_verified: false``), which never stand
+    beside a paper number.
+    """
+    warn = warn or _warn
+    runs = []
+    for marker in sorted(Path(results_dir).glob(f"runs/*/*/*/*/{COMPLETE}")):
+        folder = marker.parent
+        if any(part.startswith(".") for part in folder.relative_to(results_dir).parts):
+            continue
+        problem = run_problem(folder)
+        if problem:
+            warn(f"skipped {folder}: {problem}; rerun its command to recompute it")
+            continue
+        run = Run(folder)
+        if run.metrics.get("data_verified") is False:
+            bad = [f for f in (run.metrics.get("provenance") or {}).get("data_files", []) if f.get("state") == "mismatch"]
+            detail = "; ".join(f"{f['path']} sha256 {f['actual']} (pinned {f['expected']})" for f in bad)
+            warn(f"skipped {folder}: ran on unverified data ({detail or 'checksum mismatch'}), never shown beside "
+                 f"the paper")
+            continue
+        runs.append(run)
+    return runs
+
+
+def _warn(message: str) -> None:
+    print(f"memrepro: warning: {message}", file=sys.stderr)
