@@ -7,6 +7,8 @@ call, after a warm-up) on a fixed sample of queries. Timed region for both: retr
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import json
 import logging
 import statistics
@@ -124,7 +126,9 @@ def _compute(cfg: DictConfig, benchmark: Benchmark, encoder: Any, retriever: Ret
     start = time.perf_counter()
     metric_names = list(cfg.metrics.names) or list(benchmark.protocol.metrics)
     metric_names += [m for m in cfg.metrics.extra if m not in metric_names]
-    rows, counts = _score(benchmark, rankings, traces, metric_names, batch1["per_query_ms"], int(cfg.output.top_n))
+    with _no_gc():  # ~10^6 small containers per LoCoMo run: the cyclic GC would rescan every ranking many times
+        rows, counts = _score(benchmark, rankings, traces, metric_names, batch1["per_query_ms"],
+                              int(cfg.output.top_n))
     summary = aggregate([{"split": r["split"], "category": r["category"], **r["metrics"]}
                          for r in rows if r["excluded"] is None],
                         metric_names, benchmark.protocol.category_names)
@@ -295,16 +299,33 @@ def _batch1_latency(benchmark: Benchmark, retriever: Retriever, index: EpisodeIn
     return {**stats, "per_query_ms": per_query}
 
 
+@contextlib.contextmanager
+def _no_gc():
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
 def _score(benchmark: Benchmark, rankings: Mapping[tuple[str, str], FrozenRanking], traces: Mapping,
            metric_names: list[str], latency_ms: Mapping[str, float], top_n: int):
     rows: list[dict[str, Any]] = []
     counts = {"n_total": 0, "n_scored": 0, "n_excluded": {}}
+    chars_of: dict[str, dict[str, int]] = {}  # per episode, built once (not once per query)
     for split in benchmark.splits:
         queries = list(benchmark.split_queries(split))
-        values = compute_metrics({q.id: rankings[(split.name, q.id)] for q in queries}, queries, metric_names)
+        gold_ranks = {q.id: rankings[(split.name, q.id)].ranks_of(tuple(dict.fromkeys(q.gold))) for q in queries}
+        values = compute_metrics({q.id: rankings[(split.name, q.id)] for q in queries}, queries, metric_names,
+                                 gold_ranks=gold_ranks)
         for query in queries:
             ranking = rankings[(split.name, query.id)]
-            text_of = {m.id: m.text for m in benchmark.episodes[query.episode_id].memories}
+            text_of = chars_of.get(query.episode_id)
+            if text_of is None:
+                text_of = chars_of[query.episode_id] = {m.id: len(m.text) for m in
+                                                        benchmark.episodes[query.episode_id].memories}
             counts["n_total"] += 1
             if query.excluded is None:
                 counts["n_scored"] += 1
@@ -318,10 +339,10 @@ def _score(benchmark: Benchmark, rankings: Mapping[tuple[str, str], FrozenRankin
                 "category": query.category,
                 "excluded": query.excluded,
                 "gold": list(query.gold),
-                "gold_ranks": ranking.ranks_of(tuple(dict.fromkeys(query.gold))),
+                "gold_ranks": gold_ranks[query.id],
                 "n_returned": len(ranking.memory_ids),
-                "returned_chars": sum(len(text_of[m]) for m in ranking.memory_ids[:top_n]),
-                "top": [[m, s] for m, s in zip(ranking.memory_ids[:top_n], ranking.scores[:top_n])],
+                "returned_chars": sum(map(text_of.__getitem__, ranking.memory_ids[:top_n])),
+                "top": list(zip(ranking.memory_ids[:top_n], ranking.scores[:top_n])),  # (id, score) pairs: JSON arrays
                 "latency_ms": latency_ms.get(query.id),
                 "trace": traces.get((split.name, query.id)) or None,
                 "metrics": values.get(query.id, {}),
