@@ -32,7 +32,7 @@ from memrepro.provenance import config_hash, git_commit, hardware, package_versi
 from memrepro.resume import RetrievalCheckpoint
 from memrepro.results import RunWriter, is_complete, read_metrics, run_dir
 from memrepro.retrievers.base import RetrievalInput, Retriever
-from memrepro.search import EpisodeIndex, build_index, search
+from memrepro.search import EXACT_BACKENDS, EpisodeIndex, SearchOptions, approximate_recall, build_index, search
 from memrepro.types import Benchmark, Query
 
 log = logging.getLogger("memrepro")
@@ -75,6 +75,9 @@ def semantic_config(cfg: DictConfig) -> dict[str, Any]:
     resolved = OmegaConf.to_container(cfg, resolve=True)
     for key in NON_SEMANTIC_KEYS:
         resolved.pop(key, None)
+    search_cfg = resolved.get("search")
+    if not isinstance(search_cfg, dict) or search_cfg.get("backend", "auto") in EXACT_BACKENDS:
+        resolved.pop("search", None)  # exact backends give the same rankings: same run id as before they existed
     for group in ("dataset", "encoder"):  # where the data lives and which device encodes are not identity
         if isinstance(resolved.get(group), dict):
             for key in ("data_dir", "device", "show_progress", "batch_size"):
@@ -114,7 +117,7 @@ def _compute(cfg: DictConfig, benchmark: Benchmark, encoder: Any, retriever: Ret
              checkpoint: RetrievalCheckpoint, device: str, timings: dict[str, float]) -> RunOutcome:
     """Encode, retrieve (resuming from ``checkpoint``), score and write one run that is not complete yet."""
     index, query_vectors, cached = encode_and_index(benchmark, encoder, Path(cfg.paths.cache_dir), device,
-                                                    bool(cfg.runtime.progress), timings)
+                                                    bool(cfg.runtime.progress), timings, search_options(cfg))
 
     _warm_up(index, query_vectors)
     rankings, traces, timings["retrieve_s"], n_retrieved = _retrieve_all(benchmark, retriever, index, query_vectors,
@@ -122,6 +125,14 @@ def _compute(cfg: DictConfig, benchmark: Benchmark, encoder: Any, retriever: Ret
                                                                         timings)
     batch1 = _batch1_latency(benchmark, retriever, index, query_vectors, int(cfg.latency.batch1_queries),
                              int(cfg.latency.warmup), device)
+
+    search_report = None
+    if index.options.approximate:  # always reported with its recall against exact search on the same run
+        sample = list(benchmark.queries)[: int(cfg.search.recall_queries)]
+        search_report = approximate_recall(index, np.stack([query_vectors[q.id] for q in sample]),
+                                           [q.episode_id for q in sample], int(cfg.search.recall_k))
+        log.info("approximate search %s: recall@%d against exact = %.4f over %d queries", search_report["backend"],
+                 search_report["k"], search_report["recall_at_k"] or 0.0, search_report["n_queries"])
 
     start = time.perf_counter()
     metric_names = list(cfg.metrics.names) or list(benchmark.protocol.metrics)
@@ -154,6 +165,7 @@ def _compute(cfg: DictConfig, benchmark: Benchmark, encoder: Any, retriever: Ret
                                     "retriever call, query vector given (encoding is timed as a phase)"),
         },
         "routing": _routing(rows),
+        **({"search": search_report} if search_report else {}),
         "timings": timings,
         "encoded": dict(cached.encoded),
         "cache_hits": dict(cached.cache_hits),
@@ -184,8 +196,15 @@ def _compute(cfg: DictConfig, benchmark: Benchmark, encoder: Any, retriever: Ret
     return RunOutcome(folder, False, metrics_doc, dict(cached.encoded))
 
 
+def search_options(cfg: DictConfig) -> SearchOptions:
+    """``cfg.search`` as :class:`SearchOptions` (defaults when the config has no ``search`` node)."""
+    node = OmegaConf.to_container(cfg.search, resolve=True) if "search" in cfg else {}
+    return SearchOptions(**{k: v for k, v in node.items() if k not in ("recall_k", "recall_queries")})
+
+
 def encode_and_index(benchmark: Benchmark, encoder: Any, cache_dir: Path, device: str, progress: bool,
-                     timings: dict[str, float]) -> tuple[EpisodeIndex, dict[str, np.ndarray], CachedEncoder]:
+                     timings: dict[str, float], options: SearchOptions | None = None,
+                     ) -> tuple[EpisodeIndex, dict[str, np.ndarray], CachedEncoder]:
     """Encode every memory and query through the embedding cache and stack the episodes on ``device``."""
     cached = CachedEncoder(encoder, cache_dir / "embeddings", progress=progress)
     start = time.perf_counter()
@@ -196,7 +215,7 @@ def encode_and_index(benchmark: Benchmark, encoder: Any, cache_dir: Path, device
     timings["encode_queries_s"] = time.perf_counter() - start
     timings["model_load_s"] = getattr(encoder, "load_seconds", 0.0)
     start = time.perf_counter()
-    index = build_index(benchmark.episodes, doc_vectors, device=device)
+    index = build_index(benchmark.episodes, doc_vectors, device=device, options=options)
     timings["index_s"] = time.perf_counter() - start
     return index, query_vectors, cached
 
