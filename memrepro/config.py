@@ -180,7 +180,7 @@ class SearchConfig:
     """Exact search backend by episode size (``memrepro.search.SearchOptions``); approximate ones on request."""
 
     backend: str = "auto"  # auto | torch | faiss | faiss_ivf | faiss_hnsw
-    faiss_min_memories: int = 20000
+    faiss_min_memories: int = 4096
     margin: int = 16
     ivf_nlist: Optional[int] = None
     ivf_nprobe: int = 16

@@ -43,7 +43,7 @@ class SearchOptions:
     """How episodes are searched (``search.*`` in the run config). Exact backends never change a ranking."""
 
     backend: str = "auto"  # auto | torch | faiss | faiss_ivf | faiss_hnsw
-    faiss_min_memories: int = 20_000  # auto: an episode this long (or longer) goes to FAISS when k is given
+    faiss_min_memories: int = 4096  # auto: an episode this long (or longer) goes to FAISS when k is given (benchmark pools: ≤ 689)
     margin: int = 16  # candidates asked beyond k (boundary ties, rescoring); grown ×4 when not provably enough
     ivf_nlist: int | None = None  # None: 4·sqrt(L), at least 1
     ivf_nprobe: int = 16
@@ -356,9 +356,12 @@ def _search_large(index: EpisodeIndex, row: int, queries: np.ndarray, k: int,
     kk = min(length, take + index.options.margin)
     while len(pending):
         retry: list[int] = []
+        # one candidate call for every pending query (FAISS blocks queries itself: one pass over the episode per
+        # 4,096 queries), then the rescoring in batches (a (batch, kk, d) float64 gather at a time)
+        all_scores, all_cands = _candidates(index, row, queries[pending], kk)
         for begin in range(0, len(pending), batch):
             part = pending[begin:begin + batch]
-            scores, cands = _candidates(index, row, queries[part], kk)
+            scores, cands = all_scores[begin:begin + batch], all_cands[begin:begin + batch]
             plain = np.ones(len(part), dtype=bool) if has_copy is None else ~has_copy[np.maximum(cands, 0)].any(1)
             plain &= (cands >= 0).all(axis=1)  # an approximate index pads with -1
             finished: dict[int, tuple[np.ndarray, np.ndarray]] = {}
