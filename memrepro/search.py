@@ -91,6 +91,10 @@ class EpisodeIndex:
         return torch.tensor([self.row_of[e] for e in episode_ids], dtype=torch.long, device=self.device)
 
 
+def _hash_multipliers(dim: int) -> np.ndarray:
+    return np.random.default_rng(0x5EED).integers(1, 2**63, size=dim, dtype=np.uint64) | np.uint64(1)
+
+
 def canonical_rows(block: np.ndarray, chunk_rows: int = 1 << 14) -> np.ndarray:
     """``canonical[i]`` = the first row of ``block`` equal to row i (bit for bit, -0.0 read as 0.0).
 
@@ -104,7 +108,7 @@ def canonical_rows(block: np.ndarray, chunk_rows: int = 1 << 14) -> np.ndarray:
     if n < 2:
         return canonical
     bits = np.ascontiguousarray(block, dtype=np.float32)
-    multipliers = np.random.default_rng(0x5EED).integers(1, 2**63, size=bits.shape[1], dtype=np.uint64) | 1
+    multipliers = _hash_multipliers(bits.shape[1])
     hashes = np.empty(n, dtype=np.uint64)
     with np.errstate(over="ignore"):
         for start in range(0, n, chunk_rows):
