@@ -195,6 +195,7 @@ class SearchConfig:
 class LatencyConfig:
     batch1_queries: int = 200  # how many queries get a batch-1 timing (0 disables)
     warmup: int = 10  # executed and discarded first
+    batch1_once: bool = False  # sweeps: time batch-1 on the first point of the process only (its run id is noted)
 
 
 @dataclass

@@ -95,39 +95,42 @@ def _hash_multipliers(dim: int) -> np.ndarray:
     return np.random.default_rng(0x5EED).integers(1, 2**63, size=dim, dtype=np.uint64) | np.uint64(1)
 
 
-def canonical_rows(block: np.ndarray, chunk_rows: int = 1 << 14) -> np.ndarray:
+def canonical_rows(block: np.ndarray, chunk_rows: int = 1 << 16, hashed_columns: int = 16) -> np.ndarray:
     """``canonical[i]`` = the first row of ``block`` equal to row i (bit for bit, -0.0 read as 0.0).
 
-    Rows are hashed (a random odd 64-bit multiplier per column over the float bits, wrapping sums), equal hashes
-    are grouped with one 1-D sort, and each group is verified row by row, so a hash collision can never merge
-    two different rows. Same result as ``np.unique(block, axis=0, return_index=True, return_inverse=True)``
-    (tested), without sorting the whole matrix: seconds instead of ~30 s at 1M × 384, and chunked memory.
+    Rows are hashed on a spread of ``hashed_columns`` columns (a random odd 64-bit multiplier per column over the
+    float bits, wrapping sums), equal hashes are grouped with one 1-D sort, and every group is then verified on
+    all columns, so a hash collision can never merge two different rows (a large group is split with
+    ``np.unique``). Same result as ``np.unique(block, axis=0, return_index=True, return_inverse=True)`` (tested),
+    without sorting the whole matrix: about a second at 1M × 384 instead of ~30 s, in bounded chunks.
     """
     n = len(block)
     canonical = np.arange(n, dtype=np.int64)
     if n < 2:
         return canonical
     bits = np.ascontiguousarray(block, dtype=np.float32)
-    multipliers = _hash_multipliers(bits.shape[1])
+    dim = bits.shape[1]
+    columns = np.unique(np.linspace(0, dim - 1, min(dim, hashed_columns)).astype(np.int64))
+    multipliers = _hash_multipliers(len(columns))
     hashes = np.empty(n, dtype=np.uint64)
     with np.errstate(over="ignore"):
         for start in range(0, n, chunk_rows):
-            part = (bits[start:start + chunk_rows] + np.float32(0.0)).view(np.uint32)  # -0.0 + 0.0 = +0.0
+            part = (bits[start:start + chunk_rows, columns] + np.float32(0.0)).view(np.uint32)  # -0.0 → +0.0
             hashes[start:start + chunk_rows] = (part.astype(np.uint64) * multipliers).sum(axis=1, dtype=np.uint64)
     order = np.argsort(hashes, kind="stable")  # equal hashes stay in row order: a group's first is its lowest row
     sorted_hashes = hashes[order]
     boundaries = np.flatnonzero(np.diff(sorted_hashes)) + 1
     starts = np.concatenate(([0], boundaries))
     ends = np.concatenate((boundaries, [n]))
-    for a, b in zip(starts[ends - starts > 1], ends[ends - starts > 1]):
-        members = order[a:b]  # ascending rows with one hash: verify, and split any collision exactly
+    multiple = ends - starts > 1
+    for a, b in zip(starts[multiple].tolist(), ends[multiple].tolist()):
+        members = order[a:b]  # ascending rows sharing a hash: verify on every column, split any collision
         rows = bits[members] + np.float32(0.0)
-        remaining = np.ones(len(members), dtype=bool)
-        while remaining.any():
-            first = int(np.flatnonzero(remaining)[0])
-            same = remaining & np.all(rows == rows[first], axis=1)
-            canonical[members[same]] = members[first]
-            remaining &= ~same
+        if np.all(rows == rows[0]):
+            canonical[members] = members[0]
+            continue
+        _, first, inverse = np.unique(rows, axis=0, return_index=True, return_inverse=True)
+        canonical[members] = members[first[inverse.reshape(-1)]]
     return canonical
 
 
