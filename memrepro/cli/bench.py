@@ -156,7 +156,13 @@ def current_rss_gb() -> float:
 
 
 def probe_memory(args: argparse.Namespace) -> None:
-    """Child process: vectors, then one method's build + search; prints JSON."""
+    """Child process: every method's libraries imported first (the same state for all three), then the vectors,
+    then one method's build + search; prints JSON. ``peak - vectors`` is what the index and the search add."""
+    import faiss  # noqa: F401
+    import torch  # noqa: F401
+
+    import memrepro.search  # noqa: F401
+
     docs, queries = corpus(args.corpus, args.size, args.dim, args.queries, args.encoder)
     base = current_rss_gb()
     began = time.perf_counter()
