@@ -205,7 +205,7 @@ def _compute(cfg: DictConfig, benchmark: Benchmark, encoder: Any, retriever: Ret
     return RunOutcome(folder, False, metrics_doc, dict(cached.encoded))
 
 
-_INDEXED: dict[tuple, tuple[EpisodeIndex, dict[str, np.ndarray], CachedEncoder]] = {}
+_INDEXED: dict[tuple, tuple[Any, Any, EpisodeIndex, dict[str, np.ndarray], CachedEncoder]] = {}
 _BATCH1_TIMED: list[str] = []  # run id of the point that timed batch-1 latency (latency.batch1_once)
 
 
@@ -215,13 +215,14 @@ def _indexed(benchmark: Benchmark, encoder: Any, cache_dir: Path, device: str, p
     sweep share the vectors and the index (both are read-only to retrievers), so a point costs its retrieval.
     A reused index reports zero encode/index time and no new encodes."""
     key = (id(benchmark), id(encoder), str(cache_dir), device, options)
-    if key not in _INDEXED:
+    held = _INDEXED.get(key)
+    if held is None or held[0] is not benchmark or held[1] is not encoder:  # ids are only unique while alive
         index, query_vectors, cached = encode_and_index(benchmark, encoder, cache_dir, device, progress, timings,
                                                         options)
         _INDEXED.clear()  # keep one: a process sweeping several datasets does not accumulate indexes
-        _INDEXED[key] = (index, query_vectors, cached)
+        _INDEXED[key] = (benchmark, encoder, index, query_vectors, cached)
         return index, query_vectors, cached
-    index, query_vectors, cached = _INDEXED[key]
+    _, _, index, query_vectors, cached = held
     timings.update(encode_documents_s=0.0, encode_queries_s=0.0, model_load_s=0.0, index_s=0.0, index_reused=1.0)
     reused = CachedEncoder(cached.inner, cached.cache_dir, progress=False)  # fresh counters: nothing encoded
     reused.cache_hits = {role: cached.cache_hits[role] + cached.encoded[role] for role in cached.cache_hits}
