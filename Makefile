@@ -36,6 +36,8 @@ data-check: install  ## list every benchmark file with its checksum state, and w
 	$(PY) -m memrepro data check --stats
 
 bench: install  ## speed ratios, measured side by side in one process
+	$(PY) -m memrepro bench scale --sizes 10000,100000 --locomo   # 1M: add --sizes 1000000 (≈3 GB peak)
+	$(PY) scripts/bench_metrics.py
 	$(PY) scripts/bench_search.py
 	$(PY) scripts/bench_rfmem.py
 	$(PY) scripts/bench_rerank.py --queries 10

@@ -28,6 +28,8 @@ COMMANDS: dict[str, Command] = {
                       "memrepro.cli.tables:main"),
     "train": Command("fine-tune a cross-encoder per split seed on its dev conversations (Hydra)",
                      "memrepro.cli.train:main"),
+    "bench": Command("speed benchmarks side by side in one process (`bench scale`: 10k-1M memories vs FAISS)",
+                     "memrepro.cli.bench:main"),
 }
 PLANNED = {
     "data": "check / download benchmark files",

@@ -220,9 +220,26 @@ class RuntimeConfig:
 
 
 @dataclass
+class SearchConfig:
+    """Exact search backend by episode size (``memrepro.search.SearchOptions``); approximate ones on request."""
+
+    backend: str = "auto"  # auto | torch | faiss | faiss_ivf | faiss_hnsw
+    faiss_min_memories: int = 4096
+    margin: int = 16
+    ivf_nlist: Optional[int] = None
+    ivf_nprobe: int = 16
+    hnsw_m: int = 32
+    hnsw_ef_construction: int = 40
+    hnsw_ef_search: int = 128
+    recall_k: int = 10  # approximate backends: recall@k against exact search, reported in metrics.json
+    recall_queries: int = 1000  # ... over this many queries (the first ones)
+
+
+@dataclass
 class LatencyConfig:
     batch1_queries: int = 200  # how many queries get a batch-1 timing (0 disables)
     warmup: int = 10  # executed and discarded first
+    batch1_once: bool = False  # sweeps: time batch-1 on the first point of the process only (its run id is noted)
 
 
 @dataclass
@@ -240,6 +257,7 @@ class RunConfig:
     runtime: RuntimeConfig = field(default_factory=RuntimeConfig)
     latency: LatencyConfig = field(default_factory=LatencyConfig)
     output: OutputConfig = field(default_factory=OutputConfig)
+    search: SearchConfig = field(default_factory=SearchConfig)
     overwrite: bool = False
     # Chosen by `first_stage=…` / `cross_encoder=…` / `arm=…` and read by the cascade presets through
     # interpolation (`retriever.first_stage: ${first_stage}`), so they reach a run id only through the retriever.

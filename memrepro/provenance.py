@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib.metadata
 import json
@@ -38,6 +39,11 @@ def git_commit() -> dict[str, Any]:
 
 
 def package_versions() -> dict[str, str | None]:
+    return dict(_package_versions())
+
+
+@functools.lru_cache(maxsize=1)  # once per process: a sweep point need not re-read every package's metadata
+def _package_versions() -> dict[str, str | None]:
     versions: dict[str, str | None] = {}
     for name in PACKAGES:
         try:

@@ -24,8 +24,13 @@ class FrozenRanking:
 
     def ranks_of(self, ids: tuple[str, ...]) -> dict[str, int | None]:
         """1-based rank of each id, ``None`` when not returned."""
-        where = {m: r for r, m in enumerate(self.memory_ids, start=1)}
-        return {i: where.get(i) for i in ids}
+        out: dict[str, int | None] = {}
+        for memory_id in ids:  # a frozen ranking never repeats an id: the first match is the only one
+            try:
+                out[memory_id] = self.memory_ids.index(memory_id) + 1
+            except ValueError:
+                out[memory_id] = None
+        return out
 
     @classmethod
     def from_gold_ranks(cls, query_id: str, gold_ranks: dict[str, int | None], n_returned: int) -> FrozenRanking:
