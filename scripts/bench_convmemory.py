@@ -38,14 +38,14 @@ def main() -> None:
     import memrepro.config  # noqa: F401
     from memrepro.models.encoder import resolve_device
     from memrepro.retrievers.base import RetrievalInput
-    from memrepro.runner import build, encode_and_index
+    from memrepro.runner import build, encode_and_index, load_benchmark
     from memrepro.training.artifacts import TrainingContext
 
     retrievers = {}
     with initialize_config_dir(CONF, version_base="1.3"):
         base = compose("config", [f"dataset.seeds=[{args.seed}]"])
         device = resolve_device(base.runtime.device)
-        benchmark = build(base.dataset)
+        benchmark, _ = load_benchmark(base.dataset)
         encoder = build(base.encoder)
         index, qv, _ = encode_and_index(benchmark, encoder, Path(base.paths.cache_dir), device, False, {})
         context = TrainingContext(benchmark, index, qv, encoder.identity, Path(base.paths.models_dir), device,

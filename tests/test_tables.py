@@ -275,12 +275,15 @@ def test_variant_tables_test_each_alternative_against_basic_kmeans(tmp_path: Pat
 
 
 def test_convmemory_tables_mark_significant_deltas_and_give_cells(tmp_path: Path) -> None:
-    from memrepro.tables.convmemory import ablation_table, main_table, reproduction_cells, select
+    from dataclasses import asdict
+
+    from memrepro.tables.convmemory import ablation_table, cost_notes, main_table, reproduction_cells, select
+    from memrepro.training.recipes import CrossEncoderRecipe, V1Recipe
 
     units = [f"q{i}" for i in range(60)]
 
     def locomo_run(name: str, retriever: dict[str, Any], mrr: list[float], batch1_ms: float | None = None,
-                   cross_encoder: str | None = None) -> None:
+                   described: dict[str, Any] | None = None) -> None:
         folder = tmp_path / "runs" / "locomo" / name / "all-mpnet-base-v2" / hashlib.sha256(
             json.dumps(retriever, sort_keys=True).encode()).hexdigest()[:16]
         folder.mkdir(parents=True)
@@ -291,10 +294,11 @@ def test_convmemory_tables_mark_significant_deltas_and_give_cells(tmp_path: Path
         values = {"mrr": mean, "hit@1": 0.2, "recall_list@10": 0.5, "hit@10": 0.6}
         metrics = {"dataset": "locomo", "summary": {"split_mean": values, "split_std": {k: 0.01 for k in values},
                                                     "pooled": values},
-                   "latency": {"batch1": {"n": 10, "mean_ms": batch1_ms} if batch1_ms else {"n": 0}},
-                   "retriever": {"name": name, **({"cross_encoder": cross_encoder} if cross_encoder else {})},
+                   "latency": {"batch1": {"n": 10, "mean_ms": batch1_ms} if batch1_ms else {"n": 0},
+                               "batched_amortized_ms_per_query": (batch1_ms or 1.0) / 2},
+                   "retriever": {"name": name, **(described or {})},
                    "encoder": {"label": "mpnet"},
-                   "provenance": {"created": "2026"}}
+                   "provenance": {"created": "2026-12-01T08:00:00+0000"}}
         (folder / "metrics.json").write_text(json.dumps(metrics))
         rows = [{"split": "7", "query_id": q, "excluded": None, "metrics": {"mrr": v}} for q, v in zip(units, mrr)]
         (folder / "queries.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
@@ -303,33 +307,52 @@ def test_convmemory_tables_mark_significant_deltas_and_give_cells(tmp_path: Path
     dense = {"_target_": "memrepro.retrievers.dense.DenseRetriever", "mode": "full"}
     base = [0.5 if i % 2 else 0.25 for i in range(60)]
     locomo_run("dense", dense, base)
-    cascade = {"_target_": "memrepro.retrievers.cascade.CascadeRetriever", "first_stage": dense}
-    per_seed = {"template": "models/cross_encoder/abc/seed{seed}"}
-    locomo_run("cascade", {**cascade, "arm": "full_text", "cross_encoder": per_seed},
-               [v + 0.25 * (i % 3 == 0) for i, v in enumerate(base)], batch1_ms=80.0,
-               cross_encoder="seed47 (fine-tuned by memrepro from MiniLM)")
-    locomo_run("cascade", {**cascade, "arm": "scalar_only"}, [v + 0.25 * (i % 3 == 0) for i, v in enumerate(base)])
+    v1 = {"_target_": "memrepro.retrievers.convmemory_v1.ConvMemoryV1Retriever", "window_mode": "candidate_local",
+          "model": {"_target_": "memrepro.training.convmemory_v1.V1Models", "recipe": asdict(V1Recipe()),
+                    "path": None, "published": None}}
+    v1_label = {"model": "per-seed retrained, dense-cosine teacher", "recipe_hash": "abc"}
+    v1_mrr = [v + 0.25 for v in base]  # +0.25 on every question
+    locomo_run("convmemory_v1", v1, v1_mrr, batch1_ms=100.0, described=v1_label)
+    ours_ce = {"_target_": "memrepro.training.cross_encoder.TrainedCrossEncoders",
+               "recipe": asdict(CrossEncoderRecipe()), "published": None, "path": None}
+    ce_label = {"cross_encoder": "seed47 (fine-tuned by memrepro from MiniLM)"}
+    cascade = {"_target_": "memrepro.retrievers.cascade.CascadeRetriever", "cross_encoder": ours_ce}
+    locomo_run("cascade", {**cascade, "first_stage": v1, "arm": "full_text"},
+               [v - 0.25 * (i % 3 == 0) for i, v in enumerate(v1_mrr)], batch1_ms=170.0,
+               described={**ce_label, "first_stage": {"name": "convmemory_v1", **v1_label}})
+    locomo_run("cascade", {**cascade, "first_stage": dense, "arm": "full_text"},
+               [v + 0.25 * (i % 3 == 0) for i, v in enumerate(base)], batch1_ms=80.0, described=ce_label)
+    locomo_run("cascade", {**cascade, "first_stage": dense, "arm": "scalar_only"},
+               [v + 0.25 * (i % 3 == 0) for i, v in enumerate(base)], described=ce_label)
     fullpool = {"_target_": "memrepro.retrievers.fullpool.FullPoolRetriever", "first_stage": dense,
-                "cross_encoder": per_seed, "pool": 500}
-    locomo_run("fullpool", fullpool, base, batch1_ms=2000.0, cross_encoder="seed47 (fine-tuned by memrepro from MiniLM)")
+                "cross_encoder": ours_ce, "pool": 500}
+    locomo_run("fullpool", fullpool, base, batch1_ms=2000.0, described=ce_label)
     selected = select(complete_runs(tmp_path))
     assert selected["fullpool"] is None and selected["fullpool_trained"] is not None
     main = main_table(selected, resamples=500).set_index("method")
-    assert main.loc["v2 cascade over raw dense", "FULL MRR"].endswith(" *")  # +0.0833 on every third question
-    assert not main.loc["raw dense", "FULL MRR"].endswith("*")
+    v1_row = main.loc["ConvMemory v1, per-seed retrained, dense-cosine teacher"]
+    assert v1_row["FULL MRR"].endswith(" *") and v1_row["model"] == "v1: per-seed retrained, dense-cosine teacher [abc]"
+    cascade_row = main.loc["v1 + v2 cascade (v1: per-seed retrained, dense-cosine teacher; our CE, v2 recipe)"]
+    assert cascade_row["ΔMRR vs v1 [95% CI], p"].startswith("-0.0833")  # against its own first stage, paired
+    assert main.loc["v2 cascade over raw dense (our CE, v2 recipe)", "FULL MRR"].endswith(" *")
+    assert not main.loc["raw dense (MPNet)", "FULL MRR"].endswith("*")
     trained = main.loc["full-pool cross-encoder (top-500), our per-seed checkpoints"]
-    assert trained["cost vs cascade"] == "25×" and main.loc["v2 cascade over raw dense", "cost vs cascade"] == "1×"
-    assert trained["model"] == "seed{7,11,23,31,47} (fine-tuned by memrepro from MiniLM)"  # one per seed
-    assert main.loc["full-pool cross-encoder (top-500), published model", "FULL MRR"] == "not run"
+    assert trained["model"] == "CE: seed{…} (fine-tuned by memrepro from MiniLM)"  # one per seed
+    assert main.loc["full-pool cross-encoder (top-500), published model", "FULL MRR"].startswith("not run: mixedbread")
+    assert main.loc["ConvMemory v1, published checkpoint (leaks on 4 of 5 seeds)", "FULL MRR"].startswith("not run")
+    notes = " ".join(cost_notes(selected))
+    assert "v1 + v2 / v1: batch-1 1.70×" in notes and "full pool / cascade over dense" in notes and "25.00×" in notes
     ablation = ablation_table(selected, resamples=500).set_index("arm")
     assert not ablation.loc["scalar_only", "ours FULL MRR"].endswith("*")  # same rows as full text: Δ = 0
     cells = {(c.table, c.row, c.column): c for c in reproduction_cells(selected)}
-    assert cells[("convmemory_locomo", "raw dense", "H@1")].verdict == "OKish"  # 0.2 vs 0.1937, same setting
-    assert cells[("convmemory_locomo", "raw dense", "Hit@10")].verdict == "FAIL"  # 0.6 vs 0.5894
+    assert cells[("convmemory_locomo", "raw dense (MPNet)", "H@1")].verdict == "OKish"  # 0.2 vs 0.1937
+    assert cells[("convmemory_locomo", "raw dense (MPNet)", "Hit@10")].verdict == "FAIL"  # 0.6 vs 0.5894
     published = cells[("convmemory_locomo", "full-pool cross-encoder (top-500), published model", "R@10")]
     assert published.verdict.startswith("missing: mixedbread-ai")
     ours = cells[("convmemory_locomo", "full-pool cross-encoder (top-500), our per-seed checkpoints", "R@10")]
     assert ours.ours == 0.5 and ours.verdict.startswith("not comparable: our cross-encoders")
+    v1_cell = cells[("convmemory_locomo", "ConvMemory v1, per-seed retrained, dense-cosine teacher", "FULL MRR")]
+    assert v1_cell.verdict.startswith("not comparable: per-seed retrained")
     assert cells[("convmemory_ablation", "no_memory_text", "FULL MRR")].verdict == "missing: not run"
 
 

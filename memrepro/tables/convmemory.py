@@ -228,7 +228,8 @@ def main_table(selected: dict[str, Any], resamples: int = 10_000) -> pd.DataFram
             row.update({COLUMNS[m]: _cell(run, m) for m in COLUMNS})
             batch1 = _batch1_ms(run)
             row["ms/query (batch-1)"] = f"{batch1:.1f}" if batch1 is not None else "—"
-            row["ms/query (amortized)"] = f"{run.metrics['latency']['batched_amortized_ms_per_query']:.2f}"
+            amortized = run.metrics["latency"].get("batched_amortized_ms_per_query")
+            row["ms/query (amortized)"] = f"{amortized:.2f}" if amortized is not None else "—"
             row["model"] = _model_label(run)
             if run is not dense and dense is not None:
                 test = _mrr_delta(run, dense, resamples)
@@ -265,8 +266,8 @@ def cost_notes(selected: dict[str, Any]) -> list[str]:
         ratios = []
         if _batch1_ms(a) and _batch1_ms(b):
             ratios.append(f"batch-1 {_batch1_ms(a) / _batch1_ms(b):.2f}×")
-        amortized = [r.metrics["latency"]["batched_amortized_ms_per_query"] for r in (a, b)]
-        if amortized[1]:
+        amortized = [r.metrics["latency"].get("batched_amortized_ms_per_query") for r in (a, b)]
+        if amortized[0] is not None and amortized[1]:
             ratios.append(f"amortized {amortized[0] / amortized[1]:.2f}×")
         notes.append(f"Cost {name}: {', '.join(ratios)} ({paper}; runs timed in separate processes).")
     return notes
