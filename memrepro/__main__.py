@@ -25,23 +25,16 @@ COMMANDS: dict[str, Command] = {
                            "memrepro.cli.experiments:main"),
     "tables": Command("render the papers' tables and figures from results/ (never runs anything)",
                       "memrepro.cli.tables:main"),
+    "eval": Command("score an external run file (TREC or JSONL) under a benchmark's protocol (Hydra)",
+                    "memrepro.cli.eval:main"),
     "train": Command("fine-tune a cross-encoder per split seed on its dev conversations (Hydra)",
                      "memrepro.cli.train:main"),
-}
-PLANNED = {
-    "data": "check / download benchmark files",
-    "tables": "rebuild the papers' tables and figures from results/",
-    "train": "fine-tune a cross-encoder per LoCoMo seed",
-    "bench": "speed benchmarks (batched vs per-query)",
 }
 
 
 def usage() -> str:
     lines = ["usage: python -m memrepro <command> [overrides...]", "", "commands:"]
     lines += [f"  {name:<8} {command.summary}" for name, command in COMMANDS.items()]
-    planned = [name for name in PLANNED if name not in COMMANDS]
-    if planned:
-        lines += ["", "not yet available: " + ", ".join(planned)]
     lines += ["", "examples:",
               "  python -m memrepro run dataset=locomo retriever=dense encoder=mpnet",
               "  python -m memrepro run -m encoder=minilm,mpnet",
@@ -64,8 +57,7 @@ def main(argv: list[str] | None = None) -> int:
     name, rest = argv[0], argv[1:]
     if name not in COMMANDS:
         known = ", ".join(COMMANDS)
-        extra = f" ({PLANNED[name]}: not implemented yet)" if name in PLANNED else ""
-        print(f"memrepro: unknown command {name!r}{extra}; commands: {known}\n\n{usage()}", file=sys.stderr)
+        print(f"memrepro: unknown command {name!r}; commands: {known}\n\n{usage()}", file=sys.stderr)
         return 2
     sys.argv = [f"memrepro {name}", *rest]
     code = _load(COMMANDS[name].entry)()

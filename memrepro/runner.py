@@ -68,6 +68,14 @@ def _reused(node: DictConfig) -> Any:
     return _REUSABLE[key]
 
 
+def load_benchmark(cfg: DictConfig) -> Benchmark:
+    """The configured benchmark (once per process); a missing official file is fetched when online."""
+    from memrepro.datasets.autofetch import with_fetch
+    from memrepro.datasets.io import data_root
+
+    return with_fetch(lambda: _reused(cfg.dataset), data_root(cfg.dataset.get("data_dir") or cfg.paths.data_dir))
+
+
 def semantic_config(cfg: DictConfig) -> dict[str, Any]:
     """The resolved config minus keys that change no ranking or metric (paths, device, latency sampling)."""
     resolved = OmegaConf.to_container(cfg, resolve=True)
@@ -89,7 +97,7 @@ def run(cfg: DictConfig) -> RunOutcome:
     device = resolve_device(cfg.runtime.device)
 
     start = time.perf_counter()
-    benchmark: Benchmark = _reused(cfg.dataset)
+    benchmark: Benchmark = load_benchmark(cfg)
     timings["load_s"] = time.perf_counter() - start
     encoder = _reused(cfg.encoder)
     retriever: Retriever = build(cfg.retriever)
@@ -122,12 +130,9 @@ def _compute(cfg: DictConfig, benchmark: Benchmark, encoder: Any, retriever: Ret
                              int(cfg.latency.warmup), device)
 
     start = time.perf_counter()
-    metric_names = list(cfg.metrics.names) or list(benchmark.protocol.metrics)
-    metric_names += [m for m in cfg.metrics.extra if m not in metric_names]
-    rows, counts = _score(benchmark, rankings, traces, metric_names, batch1["per_query_ms"], int(cfg.output.top_n))
-    summary = aggregate([{"split": r["split"], "category": r["category"], **r["metrics"]}
-                         for r in rows if r["excluded"] is None],
-                        metric_names, benchmark.protocol.category_names)
+    metric_names = metric_names_for(cfg, benchmark)
+    rows, counts, summary = score_rankings(benchmark, rankings, traces, metric_names, batch1["per_query_ms"],
+                                           int(cfg.output.top_n))
     timings["metrics_s"] = time.perf_counter() - start
 
     metrics_doc = {
@@ -165,19 +170,43 @@ def _compute(cfg: DictConfig, benchmark: Benchmark, encoder: Any, retriever: Ret
             "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         },
     }
-    writer = RunWriter(folder)
-    try:
-        writer.write_text("config.yaml", OmegaConf.to_yaml(cfg, resolve=True))
-        writer.write_jsonl("queries.jsonl", rows)
-        writer.write_text("run.trec", _trec(rows, run_id))
-        writer.write_json("metrics.json", metrics_doc)
-        folder = writer.commit()
-    except BaseException:
-        writer.abort()
-        raise
+    folder = write_run(folder, cfg, rows, metrics_doc, run_id)
     checkpoint.discard()
     log.info("wrote %s", folder)
     return RunOutcome(folder, False, metrics_doc, dict(cached.encoded))
+
+
+def metric_names_for(cfg: DictConfig, benchmark: Benchmark) -> list[str]:
+    """``metrics.names`` (empty: the benchmark protocol's) plus ``metrics.extra``."""
+    names = list(cfg.metrics.names) or list(benchmark.protocol.metrics)
+    return names + [m for m in cfg.metrics.extra if m not in names]
+
+
+def score_rankings(benchmark: Benchmark, rankings: Mapping[tuple[str, str], FrozenRanking], traces: Mapping,
+                   metric_names: list[str], latency_ms: Mapping[str, float], top_n: int):
+    """Frozen rankings → (per-query rows, counts, aggregate summary): the one scoring path of ``run``, ``eval``
+    and ``memrepro.evaluate``."""
+    rows, counts = _score(benchmark, rankings, traces, metric_names, latency_ms, top_n)
+    summary = aggregate([{"split": r["split"], "category": r["category"], **r["metrics"]}
+                         for r in rows if r["excluded"] is None],
+                        metric_names, benchmark.protocol.category_names)
+    return rows, counts, summary
+
+
+def write_run(folder: Path, cfg: DictConfig | Mapping[str, Any], rows: list[dict[str, Any]],
+              metrics_doc: Mapping[str, Any], run_id: str) -> Path:
+    """The results folder (config.yaml, queries.jsonl, run.trec, metrics.json, COMPLETE), atomically."""
+    writer = RunWriter(folder)
+    try:
+        config = cfg if isinstance(cfg, DictConfig) else OmegaConf.create(dict(cfg))
+        writer.write_text("config.yaml", OmegaConf.to_yaml(config, resolve=True))
+        writer.write_jsonl("queries.jsonl", rows)
+        writer.write_text("run.trec", _trec(rows, run_id))
+        writer.write_json("metrics.json", metrics_doc)
+        return writer.commit()
+    except BaseException:
+        writer.abort()
+        raise
 
 
 def encode_and_index(benchmark: Benchmark, encoder: Any, cache_dir: Path, device: str, progress: bool,
@@ -360,5 +389,5 @@ def _trec(rows: list[dict[str, Any]], tag: str) -> str:
     for row in rows:
         qid = f"{row['split']}::{row['query_id']}" if multi_split else row["query_id"]
         for rank, (memory_id, score) in enumerate(row["top"], start=1):
-            lines.append(f"{qid} Q0 {memory_id} {rank} {score:.6f} {tag}")
+            lines.append(f"{qid} Q0 {memory_id} {rank} {score:.9g} {tag}")  # 9 digits: float32 round-trips
     return "\n".join(lines) + ("\n" if lines else "")
