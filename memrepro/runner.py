@@ -88,7 +88,8 @@ def semantic_config(cfg: DictConfig) -> dict[str, Any]:
     return resolved
 
 
-def run(cfg: DictConfig) -> RunOutcome:
+def run(cfg: DictConfig, retriever: Retriever | None = None) -> RunOutcome:
+    """One configured run; ``retriever`` (``memrepro.evaluate``) replaces the one ``cfg.retriever`` would build."""
     import torch
 
     timings: dict[str, float] = {}
@@ -100,7 +101,7 @@ def run(cfg: DictConfig) -> RunOutcome:
     benchmark: Benchmark = load_benchmark(cfg)
     timings["load_s"] = time.perf_counter() - start
     encoder = _reused(cfg.encoder)
-    retriever: Retriever = build(cfg.retriever)
+    retriever = retriever if retriever is not None else build(cfg.retriever)
 
     semantic = semantic_config(cfg)
     run_id = config_hash({"config": semantic, "data_sha256": benchmark.data_sha256, "encoder": encoder.identity})
@@ -123,6 +124,10 @@ def _compute(cfg: DictConfig, benchmark: Benchmark, encoder: Any, retriever: Ret
                                                     bool(cfg.runtime.progress), timings)
 
     _warm_up(index, query_vectors)
+    if hasattr(retriever, "prepare"):  # optional hook: per-episode indexes etc., built outside the timed pass
+        start = time.perf_counter()
+        retriever.prepare(index)
+        timings["prepare_s"] = time.perf_counter() - start
     rankings, traces, timings["retrieve_s"], n_retrieved = _retrieve_all(benchmark, retriever, index, query_vectors,
                                                                         int(cfg.runtime.batch_size), checkpoint,
                                                                         timings)
