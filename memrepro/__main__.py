@@ -27,6 +27,12 @@ COMMANDS: dict[str, Command] = {
                       "memrepro.cli.tables:main"),
     "eval": Command("score an external run file (TREC or JSONL) under a benchmark's protocol (Hydra)",
                     "memrepro.cli.eval:main"),
+    "compare": Command("paired comparison of run folders: means, Δ, bootstrap CI and p (--by category, --latex)",
+                       "memrepro.cli.compare:main"),
+    "leaderboard": Command("every retriever x benchmark on one encoder, Δ vs dense (from results/)",
+                           "memrepro.cli.compare:leaderboard_main"),
+    "export": Command("write a benchmark's corpus / queries / qrels as BEIR or TREC files",
+                      "memrepro.cli.export:main"),
     "train": Command("fine-tune a cross-encoder per split seed on its dev conversations (Hydra)",
                      "memrepro.cli.train:main"),
 }
@@ -34,7 +40,7 @@ COMMANDS: dict[str, Command] = {
 
 def usage() -> str:
     lines = ["usage: python -m memrepro <command> [overrides...]", "", "commands:"]
-    lines += [f"  {name:<8} {command.summary}" for name, command in COMMANDS.items()]
+    lines += [f"  {name:<12} {command.summary}" for name, command in COMMANDS.items()]
     lines += ["", "examples:",
               "  python -m memrepro run dataset=locomo retriever=dense encoder=mpnet",
               "  python -m memrepro run -m encoder=minilm,mpnet",
