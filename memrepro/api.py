@@ -31,7 +31,8 @@ class Retriever(Protocol):
     ``index.episodes[episode_id].memories`` (``id``, ``text``, ``position``, ``session``, ``speaker``, ``time``)
     and the memory vectors. Return one ranked result per query, best first, over that query's episode only.
 
-    Optional: ``name`` (results folder), ``order`` (``"score"``: ties broken by pool position, the default;
+    Optional: ``name`` (results folder), ``uses_vectors = False`` (nothing is encoded; ``query_vectors`` and the
+    index vectors are then placeholders), ``order`` (``"score"``: ties broken by pool position, the default;
     ``"native"``: your order is kept), ``prepare(index)`` (called once before the timed pass),
     ``describe() -> dict`` (stored in the run's provenance).
     """

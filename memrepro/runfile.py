@@ -6,6 +6,7 @@ Two forms are read:
 * **JSONL**: one JSON object per line mapping query ids to a ranked list, ``{"q1": ["D1:3", "D2:7"]}``; a list
   item may also be ``[memory_id, score]``. One object holding every query is fine too.
 
+A memory id is the native id (``run.trec``) or the ``"<episode id>::<memory id>"`` corpus id of a BEIR export.
 A query key is a benchmark query id (its ranking is used in every split holding the query) or
 ``"<split>::<query id>"`` (that split only; what ``run`` writes into ``run.trec`` for multi-split benchmarks such
 as LoCoMo's 5 seeds).
@@ -207,7 +208,10 @@ def validate(parsed: ParsedRun, benchmark: Benchmark, order: str = "score", stri
         if parsed.format == "trec" and order == "rank":
             entries = sorted(entries, key=lambda e: (e.rank, e.line))
         kept: dict[str, Entry] = {}
+        prefix = f"{episode.id}::"
         for entry in entries:
+            if entry.memory_id not in where and entry.memory_id.startswith(prefix):  # BEIR export corpus ids
+                entry.memory_id = entry.memory_id[len(prefix):]
             if entry.memory_id not in where:
                 other = owner.get(entry.memory_id)
                 detail = (f"memory {entry.memory_id!r} of query {qid!r} is from another episode ({other!r}), not "

@@ -120,8 +120,11 @@ def run(cfg: DictConfig, retriever: Retriever | None = None) -> RunOutcome:
 def _compute(cfg: DictConfig, benchmark: Benchmark, encoder: Any, retriever: Retriever, folder: Path, run_id: str,
              checkpoint: RetrievalCheckpoint, device: str, timings: dict[str, float]) -> RunOutcome:
     """Encode, retrieve (resuming from ``checkpoint``), score and write one run that is not complete yet."""
-    index, query_vectors, cached = encode_and_index(benchmark, encoder, Path(cfg.paths.cache_dir), device,
-                                                    bool(cfg.runtime.progress), timings)
+    if getattr(retriever, "uses_vectors", True):
+        index, query_vectors, cached = encode_and_index(benchmark, encoder, Path(cfg.paths.cache_dir), device,
+                                                        bool(cfg.runtime.progress), timings)
+    else:  # e.g. BM25: nothing is encoded; the index carries the memories and placeholder vectors
+        index, query_vectors, cached = vectorless_index(benchmark, device, timings)
 
     _warm_up(index, query_vectors)
     if hasattr(retriever, "prepare"):  # optional hook: per-episode indexes etc., built outside the timed pass
@@ -229,6 +232,22 @@ def encode_and_index(benchmark: Benchmark, encoder: Any, cache_dir: Path, device
     index = build_index(benchmark.episodes, doc_vectors, device=device)
     timings["index_s"] = time.perf_counter() - start
     return index, query_vectors, cached
+
+
+@dataclass
+class _NothingEncoded:
+    encoded: dict[str, int]
+    cache_hits: dict[str, int]
+
+
+def vectorless_index(benchmark: Benchmark, device: str, timings: dict[str, float]):
+    """For retrievers that declare ``uses_vectors = False``: an index of the memories with 1-d zero vectors."""
+    start = time.perf_counter()
+    index = build_index(benchmark.episodes, {e: np.zeros((len(ep), 1), np.float32)
+                                             for e, ep in benchmark.episodes.items()}, device=device, dim=1)
+    timings["index_s"] = time.perf_counter() - start
+    query_vectors = {q.id: np.zeros(1, np.float32) for q in benchmark.queries}
+    return index, query_vectors, _NothingEncoded({"query": 0, "document": 0}, {"query": 0, "document": 0})
 
 
 def _encode_episodes(benchmark: Benchmark, encoder: CachedEncoder) -> dict[str, np.ndarray]:

@@ -2,7 +2,7 @@
 
 Scored with ``bm25s`` (Lucene's BM25 variant by default: k1 = 1.5, b = 0.75, non-negative idf), one index per
 episode, so term statistics (idf, average length) come from the memories the query may search: the same scope as
-dense retrieval. Text is tokenised by ``bm25s.tokenize`` (lower-case, words of 2+ characters, English stop words
+dense retrieval. Nothing is encoded (``uses_vectors = False``). Text is tokenised by ``bm25s.tokenize`` (lower-case, words of 2+ characters, English stop words
 removed; ``stemmer=english`` adds Snowball stemming when PyStemmer is installed). The query vector is ignored.
 
 ``mode=full`` ranks every memory (memories sharing no term with the query score 0 and follow in pool order, the
@@ -22,6 +22,7 @@ from memrepro.search import EpisodeIndex, Hits
 
 class BM25Retriever:
     order: Literal["score", "native"] = "score"
+    uses_vectors = False  # the runner encodes nothing for it
     timed_region = "BM25 scoring of the query's episode (episode indexes built before the timed pass)"
 
     def __init__(self, mode: Literal["full", "topk"] = "full", k: int | None = None, k1: float = 1.5,

@@ -58,6 +58,7 @@ class ExternalRetriever:
         for hook in ("for_split", "prepare"):
             if callable(getattr(instance, hook, None)):
                 setattr(self, hook, getattr(instance, hook))
+        self.uses_vectors = bool(getattr(instance, "uses_vectors", True))
         if hasattr(instance, "timed_region"):
             self.timed_region = instance.timed_region
 
