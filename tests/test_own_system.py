@@ -79,7 +79,7 @@ def test_missing_file_offline_keeps_the_loader_message(tmp_path: Path, monkeypat
     said: list[str] = []
     with pytest.raises(MissingDataError, match="data file not found"):
         with_fetch(_locomo_missing(tmp_path), tmp_path, said.append)
-    assert said == [] and not (tmp_path / "locomo" / "locomo10.json").exists()
+    assert said == [] and not (tmp_path / "locomo").exists()
 
 
 def test_fetched_file_with_a_wrong_checksum_is_refused_and_removed(tmp_path: Path, fixtures_dir: Path,
@@ -120,6 +120,20 @@ def test_eval_of_runs_own_run_file_reproduces_its_metrics_exactly(two_runs, fixt
         assert metrics_of(again)["summary"] == metrics_of(folder)["summary"]
         assert {p.name for p in again.iterdir()} == {p.name for p in folder.iterdir()}
         assert metrics_of(again)["validation"]["warnings"] == {}
+
+
+@pytest.mark.slow
+@pytest.mark.real_data
+def test_eval_reproduces_a_real_locomo_bm25_run(tmp_path: Path, real_data_dir: Path) -> None:
+    """Real LoCoMo (4,955 rows), BM25 (no encoding): eval of run's own full run file = run, query by query."""
+    out = memrepro("run", "retriever=bm25", *FAST, "output.top_n=1000", tmp=tmp_path, data_dir=real_data_dir)
+    assert out.returncode == 0, out.stderr[-2000:]
+    [run] = runs_under(tmp_path, "locomo", "bm25")
+    out = memrepro("eval", f"run_file={run / 'run.trec'}", "name=again", tmp=tmp_path, data_dir=real_data_dir)
+    assert out.returncode == 0, out.stderr[-2000:]
+    [again] = runs_under(tmp_path, "locomo", "again")
+    assert per_query(again) == per_query(run) and len(per_query(run)) == 4955
+    assert metrics_of(again)["summary"] == metrics_of(run)["summary"]
 
 
 def test_eval_jsonl_form_and_plain_query_ids(two_runs, fixtures_dir: Path) -> None:

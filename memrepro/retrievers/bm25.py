@@ -12,6 +12,7 @@ tie rule); ``mode=topk`` keeps the ``k`` best, for the RF-Mem protocols whose me
 
 from __future__ import annotations
 
+import logging
 from typing import Literal, Sequence
 
 import numpy as np
@@ -43,6 +44,7 @@ class BM25Retriever:
                                  "or set retriever.stemmer=null") from None
             self._stemmer = Stemmer.Stemmer(stemmer)
         self._models: dict[tuple[int, str], object] = {}
+        logging.getLogger("bm25s").setLevel(logging.WARNING)  # it logs every index build at DEBUG
 
     def _tokenize(self, texts: list[str], ids: bool):
         import bm25s
