@@ -221,6 +221,8 @@ def test_eval_failure_is_one_line_and_writes_nothing(tmp_path: Path, fixtures_di
     out = memrepro("eval", TWO, f"run_file={strict}", "strict=true", tmp=tmp_path, data_dir=fixtures_dir)
     assert out.returncode == 1 and "missing" not in out.stdout and not (tmp_path / "results").exists()
     assert "strict=true" in out.stderr
+    no_file = memrepro("eval", TWO, tmp=tmp_path, data_dir=fixtures_dir)
+    assert no_file.returncode == 2 and "run_file is required" in no_file.stderr and "Traceback" not in no_file.stderr
 
 
 def test_order_rank_keeps_the_files_order(tmp_path: Path, fixtures_dir: Path) -> None:

@@ -125,6 +125,10 @@ def _mean(values: list[float]) -> float | None:
 def main(cfg: DictConfig) -> None:
     from memrepro.report import summary_table
 
+    if OmegaConf.is_missing(cfg, "run_file"):
+        print("memrepro: error: config key run_file is required, e.g. python -m memrepro eval dataset=locomo "
+              "run_file=path/to/run.trec", file=sys.stderr)
+        sys.exit(2)
     try:
         outcome = evaluate_run_file(cfg)
     except MemreproError as exc:
