@@ -67,7 +67,8 @@ PER_SEED_CROSS_ENCODERS = {"cascade", "fullpool_trained"}
 
 @pytest.mark.parametrize("name", sorted(set(options("retriever")) - CROSS_ENCODER_RETRIEVERS))
 def test_retriever_configs_instantiate(name: str) -> None:
-    retriever = instantiate(composed(f"retriever={name}").retriever)
+    extra = ["retriever.target=memrepro.retrievers.dense.DenseRetriever"] if name == "external" else []
+    retriever = instantiate(composed(f"retriever={name}", *extra).retriever)
     assert retriever.describe()["name"] == retriever.name
 
 

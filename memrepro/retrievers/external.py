@@ -98,4 +98,4 @@ class ExternalRetriever:
 
     def describe(self) -> dict:
         own = self.instance.describe() if callable(getattr(self.instance, "describe", None)) else {}
-        return {"name": self.name, "target": self.target, "params": self.params, "order": self.order, **dict(own)}
+        return {**dict(own), "name": self.name, "target": self.target, "params": self.params, "order": self.order}
