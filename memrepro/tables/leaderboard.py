@@ -105,7 +105,8 @@ def render_leaderboard(runs: Sequence[Run], out: Path, encoder: str, resamples: 
     legend = (f"Encoder {encoder} (BM25 ignores it). Cell: primary metric (LoCoMo: mean ± std of the 5 seed means), "
               "Δ vs the dense row of the same benchmark (paired bootstrap over shared query units, "
               f"{resamples} resamples, seed 13; * : p < 0.05), mean ms/query of the timed region (batch 1; RF-Mem: "
-              "the chosen path). n/a: not a setting of that benchmark's protocol; —: no run yet.")
+              "the chosen path). n/a: no setting configured for that retriever there (neither paper ran RF-Mem on "
+              "LoCoMo); —: no run yet.")
     paths = write_table(frame, out, "leaderboard", "Leaderboard: retrievers × benchmarks (one encoder)",
                         notes=[legend, PERSONAMEM_NOTE, *notes])
     return paths, frame
