@@ -305,6 +305,11 @@ def test_external_retriever_from_the_command_line(two_runs, tmp_path: Path, fixt
                    data_dir=fixtures_dir)
     assert out.returncode == 0, out.stderr[-2000:]
     assert per_query(runs_under(tmp_path, "locomo", "bm25-via-target")[0]) == per_query(bm25)
+    top2 = memrepro("run", "retriever=external", "retriever.target=memrepro.retrievers.bm25.BM25Retriever",
+                    "+retriever.params.mode=topk", "+retriever.params.k=2", "retriever.name=bm25-top2", TWO, *FAST,
+                    tmp=tmp_path, data_dir=fixtures_dir)
+    assert top2.returncode == 0, top2.stderr[-2000:]
+    assert {r["n_returned"] for r in read_queries(runs_under(tmp_path, "locomo", "bm25-top2")[0])} == {2}
     bad = memrepro("run", "retriever=external", "retriever.target=no_such_pkg.Thing", TWO, *FAST, tmp=tmp_path,
                    data_dir=fixtures_dir)
     assert bad.returncode == 1 and "retriever.target='no_such_pkg.Thing' could not be built" in bad.stderr
