@@ -21,12 +21,12 @@ FAST = ("encoder=fake", "latency.batch1_queries=2", "latency.warmup=1", "runtime
 TWO = "dataset.file=locomo/locomo10_two_conversations.json"  # one dev + one test conversation per seed
 
 
-def memrepro(*args: str, tmp: Path, data_dir: Path, **env: str) -> subprocess.CompletedProcess:
+def memrepro(*args: str, tmp: Path, data_dir: Path, timeout: float = 300, **env: str) -> subprocess.CompletedProcess:
     environ = {**os.environ, "MEMREPRO_DATA_DIR": str(data_dir), "MEMREPRO_RESULTS_DIR": str(tmp / "results"),
                "MEMREPRO_CACHE_DIR": str(tmp / "cache"), "MEMREPRO_LOG_DIR": str(tmp / "logs"), "TQDM_DISABLE": "1",
                "MEMREPRO_AUTO_DOWNLOAD": "0", "PYTHONPATH": str(REPO), **env}
     return subprocess.run([sys.executable, "-m", "memrepro", *args], capture_output=True, text=True, env=environ,
-                          cwd=tmp, timeout=300)
+                          cwd=tmp, timeout=timeout)
 
 
 def runs_under(tmp: Path, dataset: str, retriever: str) -> list[Path]:
@@ -126,10 +126,12 @@ def test_eval_of_runs_own_run_file_reproduces_its_metrics_exactly(two_runs, fixt
 @pytest.mark.real_data
 def test_eval_reproduces_a_real_locomo_bm25_run(tmp_path: Path, real_data_dir: Path) -> None:
     """Real LoCoMo (4,955 rows), BM25 (no encoding): eval of run's own full run file = run, query by query."""
-    out = memrepro("run", "retriever=bm25", *FAST, "output.top_n=1000", tmp=tmp_path, data_dir=real_data_dir)
+    out = memrepro("run", "retriever=bm25", *FAST, "output.top_n=1000", tmp=tmp_path, data_dir=real_data_dir,
+                   timeout=1800)
     assert out.returncode == 0, out.stderr[-2000:]
     [run] = runs_under(tmp_path, "locomo", "bm25")
-    out = memrepro("eval", f"run_file={run / 'run.trec'}", "name=again", tmp=tmp_path, data_dir=real_data_dir)
+    out = memrepro("eval", f"run_file={run / 'run.trec'}", "name=again", tmp=tmp_path, data_dir=real_data_dir,
+                   timeout=1800)
     assert out.returncode == 0, out.stderr[-2000:]
     [again] = runs_under(tmp_path, "locomo", "again")
     assert per_query(again) == per_query(run) and len(per_query(run)) == 4955
