@@ -464,8 +464,12 @@ def test_export_real_locomo_counts(tmp_path: Path, real_data_dir: Path) -> None:
 @pytest.mark.slow
 @pytest.mark.real_model
 def test_readme_score_your_own_system_commands_run(tmp_path: Path, fixtures_dir: Path) -> None:
-    """Every command of the README section, verbatim, on the LoCoMo fixture (MiniLM, offline)."""
-    env = {**os.environ, "MEMREPRO_DATA_DIR": str(fixtures_dir), "MEMREPRO_CACHE_DIR": str(tmp_path / "cache"),
+    """Every command of the README section, verbatim, on the LoCoMo fixture (MiniLM, offline). The data root's
+    locomo10.json is the two-conversation fixture, so that every seed has a test conversation."""
+    data = tmp_path / "data" / "locomo"
+    data.mkdir(parents=True)
+    (data / "locomo10.json").write_bytes((fixtures_dir / "locomo" / "locomo10_two_conversations.json").read_bytes())
+    env = {**os.environ, "MEMREPRO_DATA_DIR": str(data.parent), "MEMREPRO_CACHE_DIR": str(tmp_path / "cache"),
            "MEMREPRO_LOG_DIR": str(tmp_path / "logs"), "MEMREPRO_AUTO_DOWNLOAD": "0", "PYTHONPATH": str(REPO),
            "TQDM_DISABLE": "1"}
     env.pop("MEMREPRO_RESULTS_DIR", None)
@@ -474,7 +478,7 @@ def test_readme_score_your_own_system_commands_run(tmp_path: Path, fixtures_dir:
         line.replace("python ", f"{sys.executable} ", 1)
         for line in readme_block("bash", "**Compare, rank, export.**").splitlines() if line.strip()]
     for command in commands:
-        out = subprocess.run(command, shell=True, capture_output=True, text=True, env=env, cwd=tmp_path, timeout=600)
+        out = subprocess.run(command, shell=True, capture_output=True, text=True, env=env, cwd=tmp_path, timeout=900)
         assert out.returncode == 0, f"{command}\n{out.stderr[-2000:]}"
     results = tmp_path / "results"
     [dense] = sorted(p.parent for p in (results / "runs" / "locomo" / "dense").rglob(COMPLETE))
