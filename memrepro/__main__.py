@@ -26,25 +26,24 @@ COMMANDS: dict[str, Command] = {
                            "memrepro.cli.experiments:main"),
     "tables": Command("render the papers' tables and figures from results/ (never runs anything)",
                       "memrepro.cli.tables:main"),
-    "train": Command("fine-tune a cross-encoder per split seed on its dev conversations (Hydra)",
-                     "memrepro.cli.train:main"),
+    "eval": Command("score an external run file (TREC or JSONL) under a benchmark's protocol (Hydra)",
+                    "memrepro.cli.eval:main"),
+    "compare": Command("paired comparison of run folders: means, Δ, bootstrap CI and p (--by category, --latex)",
+                       "memrepro.cli.compare:main"),
+    "leaderboard": Command("every retriever x benchmark on one encoder, Δ vs dense (from results/)",
+                           "memrepro.cli.compare:leaderboard_main"),
+    "export": Command("write a benchmark's corpus / queries / qrels as BEIR or TREC files",
+                      "memrepro.cli.export:main"),
+    "train": Command("find or train the models a retriever needs, one per split seed on its dev conversations "
+                     "(Hydra; default: ConvMemory v1 + the cascade's cross-encoder)", "memrepro.cli.train:main"),
     "bench": Command("speed benchmarks side by side in one process (`bench scale`: 10k-1M memories vs FAISS)",
                      "memrepro.cli.bench:main"),
-}
-PLANNED = {
-    "data": "check / download benchmark files",
-    "tables": "rebuild the papers' tables and figures from results/",
-    "train": "fine-tune a cross-encoder per LoCoMo seed",
-    "bench": "speed benchmarks (batched vs per-query)",
 }
 
 
 def usage() -> str:
     lines = ["usage: python -m memrepro <command> [overrides...]", "", "commands:"]
-    lines += [f"  {name:<8} {command.summary}" for name, command in COMMANDS.items()]
-    planned = [name for name in PLANNED if name not in COMMANDS]
-    if planned:
-        lines += ["", "not yet available: " + ", ".join(planned)]
+    lines += [f"  {name:<12} {command.summary}" for name, command in COMMANDS.items()]
     lines += ["", "--debug (anywhere on the line) prints the traceback of a failure; exit codes: 0 ok, 2 bad input "
               "(config value, data file, model), 1 failed run, 130 Ctrl-C, 143 SIGTERM"]
     lines += ["", "examples:",
@@ -109,8 +108,7 @@ def main(argv: list[str] | None = None) -> int:
     name, rest = argv[0], argv[1:]
     if name not in COMMANDS:
         known = ", ".join(COMMANDS)
-        extra = f" ({PLANNED[name]}: not implemented yet)" if name in PLANNED else ""
-        print(f"memrepro: unknown command {name!r}{extra}; commands: {known}\n\n{usage()}", file=sys.stderr)
+        print(f"memrepro: unknown command {name!r}; commands: {known}\n\n{usage()}", file=sys.stderr)
         return 2
     sys.argv = [f"memrepro {name}", *rest]
     _hydra_errors_in_one_line()

@@ -196,6 +196,30 @@ class FullPoolRetrieverConfig:
 
 
 @dataclass
+class BM25RetrieverConfig:
+    _target_: str = "memrepro.retrievers.bm25.BM25Retriever"
+    mode: str = "full"
+    k: Optional[int] = None
+    k1: float = 1.5
+    b: float = 0.75
+    method: str = "lucene"
+    stopwords: Optional[str] = "en"
+    stemmer: Optional[str] = None
+    name: str = "bm25"
+
+
+@dataclass
+class ExternalRetrieverConfig:
+    """``retriever=external retriever.target=my_pkg.MyRetriever``: any object with the public Retriever Protocol."""
+
+    _target_: str = "memrepro.retrievers.external.ExternalRetriever"
+    target: str = MISSING
+    params: Any = field(default_factory=dict)
+    name: Optional[str] = None
+    order: Optional[str] = None
+
+
+@dataclass
 class MetricsConfig:
     names: List[str] = field(default_factory=list)  # empty: the benchmark protocol's metrics
     extra: List[str] = field(default_factory=list)  # added to the protocol's
@@ -302,6 +326,8 @@ def register_configs() -> None:
     store.store(group="retriever", name="fullpool_schema", node=FullPoolRetrieverConfig)
     store.store(group="retriever", name="recollection_schema", node=RecollectionRetrieverConfig)
     store.store(group="retriever", name="rfmem_schema", node=RFMemRetrieverConfig)
+    store.store(group="retriever", name="bm25_schema", node=BM25RetrieverConfig)
+    store.store(group="retriever", name="external_schema", node=ExternalRetrieverConfig)
     store.store(group="metrics", name="metrics_schema", node=MetricsConfig)
     store.store(group="paths", name="paths_schema", node=PathsConfig)
 

@@ -100,7 +100,8 @@ def semantic_config(cfg: DictConfig) -> dict[str, Any]:
     return resolved
 
 
-def run(cfg: DictConfig) -> RunOutcome:
+def run(cfg: DictConfig, retriever: Retriever | None = None) -> RunOutcome:
+    """One configured run; ``retriever`` (``memrepro.evaluate``) replaces the one ``cfg.retriever`` would build."""
     import torch
 
     timings: dict[str, float] = {}
@@ -112,7 +113,7 @@ def run(cfg: DictConfig) -> RunOutcome:
     benchmark, verification = load_benchmark(cfg.dataset)
     timings["load_s"] = time.perf_counter() - start
     encoder = _reused(cfg.encoder)
-    retriever: Retriever = build(cfg.retriever)
+    retriever = retriever if retriever is not None else build(cfg.retriever)
 
     semantic = semantic_config(cfg)
     run_id = config_hash({"config": semantic, "data_sha256": benchmark.data_sha256, "encoder": encoder.identity})
@@ -136,12 +137,16 @@ def run(cfg: DictConfig) -> RunOutcome:
 
 
 def load_benchmark(node: DictConfig) -> tuple[Benchmark, dict[str, Any]]:
-    """The dataset a config names (built once per process) and its files' checksum verification.
+    """The dataset a config names (built once per process; a missing official file is fetched when online) and
+    its files' checksum verification.
 
     ``allow_unverified`` is the runner's switch, not the loader's: it is taken off before the loader is built."""
+    from memrepro.datasets.autofetch import with_fetch
+    from memrepro.datasets.io import data_root
+
     plain = OmegaConf.to_container(node, resolve=True)
     allow = bool(plain.pop("allow_unverified", False))
-    benchmark: Benchmark = _reused(OmegaConf.create(plain))
+    benchmark: Benchmark = with_fetch(lambda: _reused(OmegaConf.create(plain)), data_root(plain.get("data_dir")))
     root = str(plain.get("data_dir") or "")
     verification = enforce(benchmark.files, root or "<data dir>", allow)
     for warning in benchmark.warnings:
@@ -159,8 +164,11 @@ def _compute(cfg: DictConfig, benchmark: Benchmark, encoder: Any, retriever: Ret
              checkpoint: RetrievalCheckpoint, device: str, timings: dict[str, float],
              verification: Mapping[str, Any] | None = None) -> RunOutcome:
     """Encode, retrieve (resuming from ``checkpoint``), score and write one run that is not complete yet."""
-    index, query_vectors, cached = _indexed(benchmark, encoder, Path(cfg.paths.cache_dir), device,
-                                            bool(cfg.runtime.progress), timings, search_options(cfg))
+    if getattr(retriever, "uses_vectors", True):
+        index, query_vectors, cached = _indexed(benchmark, encoder, Path(cfg.paths.cache_dir), device,
+                                                bool(cfg.runtime.progress), timings, search_options(cfg))
+    else:  # e.g. BM25: nothing is encoded; the index carries the memories and placeholder vectors
+        index, query_vectors, cached = vectorless_index(benchmark, device, timings)
 
     bind_training = getattr(retriever, "bind_training", None)  # trained models: found or trained per split
     if bind_training is not None:
@@ -168,6 +176,10 @@ def _compute(cfg: DictConfig, benchmark: Benchmark, encoder: Any, retriever: Ret
                                       Path(cfg.paths.models_dir), device, bool(cfg.runtime.progress),
                                       float(cfg.runtime.checkpoint_every_s)))
     _warm_up(index, query_vectors)
+    if hasattr(retriever, "prepare"):  # optional hook: per-episode indexes etc., built outside the timed pass
+        start = time.perf_counter()
+        retriever.prepare(index)
+        timings["prepare_s"] = time.perf_counter() - start
     rankings, traces, timings["retrieve_s"], n_retrieved = _retrieve_all(benchmark, retriever, index, query_vectors,
                                                                         int(cfg.runtime.batch_size), checkpoint,
                                                                         timings)
@@ -192,14 +204,9 @@ def _compute(cfg: DictConfig, benchmark: Benchmark, encoder: Any, retriever: Ret
                  search_report["k"], search_report["recall_at_k"] or 0.0, search_report["n_queries"])
 
     start = time.perf_counter()
-    metric_names = list(cfg.metrics.names) or list(benchmark.protocol.metrics)
-    metric_names += [m for m in cfg.metrics.extra if m not in metric_names]
-    with _no_gc():  # ~10^6 small containers per LoCoMo run: the cyclic GC would rescan every ranking many times
-        rows, counts = _score(benchmark, rankings, traces, metric_names, batch1["per_query_ms"],
-                              int(cfg.output.top_n))
-    summary = aggregate([{"split": r["split"], "category": r["category"], **r["metrics"]}
-                         for r in rows if r["excluded"] is None],
-                        metric_names, benchmark.protocol.category_names)
+    metric_names = metric_names_for(cfg, benchmark)
+    rows, counts, summary = score_rankings(benchmark, rankings, traces, metric_names, batch1["per_query_ms"],
+                                           int(cfg.output.top_n))
     timings["metrics_s"] = time.perf_counter() - start
 
     metrics_doc = {
@@ -244,16 +251,7 @@ def _compute(cfg: DictConfig, benchmark: Benchmark, encoder: Any, retriever: Ret
             "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         },
     }
-    writer = RunWriter(folder)
-    try:
-        writer.write_text("config.yaml", OmegaConf.to_yaml(cfg, resolve=True))
-        writer.write_jsonl("queries.jsonl", rows)
-        writer.write_text("run.trec", _trec(rows, run_id))
-        writer.write_json("metrics.json", metrics_doc)
-        folder = writer.commit()
-    except BaseException:
-        writer.abort()
-        raise
+    folder = write_run(folder, cfg, rows, metrics_doc, run_id)
     checkpoint.discard()
     log.info("wrote %s", folder)
     return RunOutcome(folder, False, metrics_doc, dict(cached.encoded))
@@ -289,6 +287,40 @@ def search_options(cfg: DictConfig) -> SearchOptions:
     return SearchOptions(**{k: v for k, v in node.items() if k not in ("recall_k", "recall_queries")})
 
 
+def metric_names_for(cfg: DictConfig, benchmark: Benchmark) -> list[str]:
+    """``metrics.names`` (empty: the benchmark protocol's) plus ``metrics.extra``."""
+    names = list(cfg.metrics.names) or list(benchmark.protocol.metrics)
+    return names + [m for m in cfg.metrics.extra if m not in names]
+
+
+def score_rankings(benchmark: Benchmark, rankings: Mapping[tuple[str, str], FrozenRanking], traces: Mapping,
+                   metric_names: list[str], latency_ms: Mapping[str, float], top_n: int):
+    """Frozen rankings → (per-query rows, counts, aggregate summary): the one scoring path of ``run``, ``eval``
+    and ``memrepro.evaluate``."""
+    with _no_gc():  # ~10^6 small containers per LoCoMo run: the cyclic GC would rescan every ranking many times
+        rows, counts = _score(benchmark, rankings, traces, metric_names, latency_ms, top_n)
+    summary = aggregate([{"split": r["split"], "category": r["category"], **r["metrics"]}
+                         for r in rows if r["excluded"] is None],
+                        metric_names, benchmark.protocol.category_names)
+    return rows, counts, summary
+
+
+def write_run(folder: Path, cfg: DictConfig | Mapping[str, Any], rows: list[dict[str, Any]],
+              metrics_doc: Mapping[str, Any], run_id: str) -> Path:
+    """The results folder (config.yaml, queries.jsonl, run.trec, metrics.json, COMPLETE), atomically."""
+    writer = RunWriter(folder)
+    try:
+        config = cfg if isinstance(cfg, DictConfig) else OmegaConf.create(dict(cfg))
+        writer.write_text("config.yaml", OmegaConf.to_yaml(config, resolve=True))
+        writer.write_jsonl("queries.jsonl", rows)
+        writer.write_text("run.trec", _trec(rows, run_id))
+        writer.write_json("metrics.json", metrics_doc)
+        return writer.commit()
+    except BaseException:
+        writer.abort()
+        raise
+
+
 def encode_and_index(benchmark: Benchmark, encoder: Any, cache_dir: Path, device: str, progress: bool,
                      timings: dict[str, float], options: SearchOptions | None = None,
                      ) -> tuple[EpisodeIndex, dict[str, np.ndarray], CachedEncoder]:
@@ -305,6 +337,23 @@ def encode_and_index(benchmark: Benchmark, encoder: Any, cache_dir: Path, device
     index = build_index(benchmark.episodes, doc_vectors, device=device, options=options)
     timings["index_s"] = time.perf_counter() - start
     return index, query_vectors, cached
+
+
+@dataclass
+class _NothingEncoded:
+    encoded: dict[str, int]
+    cache_hits: dict[str, int]
+    quarantined: tuple = ()  # no embedding cache was read
+
+
+def vectorless_index(benchmark: Benchmark, device: str, timings: dict[str, float]):
+    """For retrievers that declare ``uses_vectors = False``: an index of the memories with 1-d zero vectors."""
+    start = time.perf_counter()
+    index = build_index(benchmark.episodes, {e: np.zeros((len(ep), 1), np.float32)
+                                             for e, ep in benchmark.episodes.items()}, device=device, dim=1)
+    timings["index_s"] = time.perf_counter() - start
+    query_vectors = {q.id: np.zeros(1, np.float32) for q in benchmark.queries}
+    return index, query_vectors, _NothingEncoded({"query": 0, "document": 0}, {"query": 0, "document": 0})
 
 
 def _encode_episodes(benchmark: Benchmark, encoder: CachedEncoder) -> dict[str, np.ndarray]:
@@ -500,5 +549,5 @@ def _trec(rows: list[dict[str, Any]], tag: str) -> str:
     for row in rows:
         qid = f"{row['split']}::{row['query_id']}" if multi_split else row["query_id"]
         for rank, (memory_id, score) in enumerate(row["top"], start=1):
-            lines.append(f"{qid} Q0 {memory_id} {rank} {score:.6f} {tag}")
+            lines.append(f"{qid} Q0 {memory_id} {rank} {score:.9g} {tag}")  # 9 digits: float32 round-trips
     return "\n".join(lines) + ("\n" if lines else "")

@@ -10,6 +10,7 @@ import pytest
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TQDM_DISABLE", "1")
+os.environ.setdefault("MEMREPRO_AUTO_DOWNLOAD", "0")  # tests never fetch data unless one opts in (a mirror)
 
 FIXTURES = Path(__file__).parent / "fixtures"
 

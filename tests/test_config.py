@@ -67,8 +67,9 @@ def local_cross_encoder(tmp_path_factory) -> Path:
 @pytest.mark.parametrize("name", sorted(set(options("retriever")) - {"fullpool"}))
 def test_retriever_configs_run_as_typed(name: str) -> None:
     """No `???` left: every preset composes complete and instantiates with no other argument (trained models are
-    resolved per split later, found or trained on demand)."""
-    cfg = composed(f"retriever={name}", "runtime.device=cpu")
+    resolved per split later, found or trained on demand). `external` names the user's class, by design."""
+    extra = ["retriever.target=memrepro.retrievers.dense.DenseRetriever"] if name == "external" else []
+    cfg = composed(f"retriever={name}", "runtime.device=cpu", *extra)
     assert not OmegaConf.missing_keys(cfg.retriever), OmegaConf.missing_keys(cfg.retriever)
     retriever = instantiate(cfg.retriever)
     assert retriever.describe()["name"] == retriever.name

@@ -14,7 +14,7 @@ from memrepro.results import COMPLETE
 CONF = Path(__file__).resolve().parents[1] / "conf"
 KNOWN_OUTPUTS = {"convmemory_locomo", "convmemory_ablation", "convmemory_calibration", "rfmem_table1", "rfmem_table2", "rfmem_table3",
                  "rfmem_table15", "rfmem_table16", "rfmem_table17", "engine_agreement", "figure14_alpha_tau",
-                 "figure15_beam_fanout", "figure16_alpha_depth", "figure17_k_sensitivity"}
+                 "figure15_beam_fanout", "figure16_alpha_depth", "figure17_k_sensitivity", "leaderboard"}
 
 
 def _write(tmp_path: Path, doc: object) -> Path:

@@ -178,7 +178,7 @@ def test_tables_command_renders_every_table_and_the_matrix(tmp_path: Path) -> No
     assert tables_cli.main(["--results", str(tmp_path), "--resamples", "200"]) == 0
     out = tmp_path / "tables"
     for name in ("convmemory_locomo", "convmemory_ablation", "rfmem_table1", "rfmem_table2", "rfmem_table3",
-                 "rfmem_table15", "rfmem_table16", "rfmem_table17", "reproduction_matrix"):
+                 "rfmem_table15", "rfmem_table16", "rfmem_table17", "reproduction_matrix", "leaderboard"):
         for suffix in (".md", ".tex", ".csv"):
             assert (out / f"{name}{suffix}").stat().st_size > 0, name + suffix
     matrix = pd.read_csv(out / "reproduction_matrix.csv", dtype=str).fillna("")

@@ -110,6 +110,9 @@ def main(argv: list[str] | None = None) -> int:
                          "Recollection engines: faithful vs batched, projected, compiled (same settings)",
                          notes=summary), "engine agreement")
     render_matrix(cells, out)
+    from memrepro.tables.leaderboard import render_leaderboard
+
+    _say(render_leaderboard(runs, out, "all-MiniLM-L6-v2", args.resamples)[0], "leaderboard")
     figure_lines = render_figures(runs, Path(args.results) / "figures")
     print(f"figures: {write_index(figure_lines, Path(args.results) / 'figures')}")
     for line in figure_lines:

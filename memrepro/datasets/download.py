@@ -88,7 +88,6 @@ def download(entries: Iterable[DataFile], root: Path, mirror: str | None = None,
 
 
 def _fetch(url: str, target: Path, timeout: float) -> str:
-    target.parent.mkdir(parents=True, exist_ok=True)
     tmp = target.with_name(f".{target.name}.part-{os.getpid()}")
     digest = hashlib.sha256()
     try:
@@ -99,6 +98,7 @@ def _fetch(url: str, target: Path, timeout: float) -> str:
                     not isinstance(exc, urllib.error.HTTPError):
                 raise OfflineError(f"cannot reach {url}: {exc.reason}") from exc
             raise
+        target.parent.mkdir(parents=True, exist_ok=True)  # only once the source answered (offline: no folders)
         with response, open(tmp, "wb") as out:
             expected = response.headers.get("Content-Length")
             received = 0

@@ -1,0 +1,87 @@
+"""The public entry points for scoring your own system (README "Score your own system").
+
+``Retriever`` is the Protocol a system implements; ``evaluate`` runs it through exactly the pipeline of
+``python -m memrepro run`` (embedding cache, batching, freeze with the tie rule, the benchmark's metrics and
+aggregation, a results folder with provenance naming the retriever), so ``tables``, ``compare`` and
+``leaderboard`` treat the result like any run.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal, Protocol, Sequence, runtime_checkable
+
+import numpy as np
+
+from memrepro.retrievers.base import RetrievalInput, Retrieved
+from memrepro.search import EpisodeIndex, Hits
+
+CONFIG_DIR = str(Path(__file__).resolve().parents[1] / "conf")
+
+# What one query's result may be: ranked memory ids, (memory_id, score) pairs, or memrepro's own Retrieved/Hits.
+Ranked = Sequence[str] | Sequence[tuple[str, float]] | Retrieved | Hits
+
+
+@runtime_checkable
+class Retriever(Protocol):
+    """A memory retriever memrepro can score.
+
+    ``retrieve`` gets a batch of queries (``query_id``, ``text``, ``episode_id``; never gold), their unit-norm
+    vectors from the configured encoder (ignore them if you do not need them), and the index: for each episode
+    ``index.episodes[episode_id].memories`` (``id``, ``text``, ``position``, ``session``, ``speaker``, ``time``)
+    and the memory vectors. Return one ranked result per query, best first, over that query's episode only.
+
+    Optional: ``name`` (results folder), ``uses_vectors = False`` (nothing is encoded; ``query_vectors`` and the
+    index vectors are then placeholders), ``order`` (``"score"``: ties broken by pool position, the default;
+    ``"native"``: your order is kept), ``prepare(index)`` (called once before the timed pass),
+    ``describe() -> dict`` (stored in the run's provenance).
+    """
+
+    def retrieve(self, queries: Sequence[RetrievalInput], query_vectors: np.ndarray,
+                 index: EpisodeIndex) -> Sequence[Ranked]: ...
+
+
+def compose(dataset: str = "locomo", encoder: str = "mpnet", retriever: str = "dense",
+            overrides: Sequence[str] = ()) -> Any:
+    """The ``run`` config with the given groups and Hydra overrides (as on the command line)."""
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+
+    import memrepro.config  # noqa: F401  (registers the schemas)
+
+    if GlobalHydra.instance().is_initialized():
+        GlobalHydra.instance().clear()
+    with initialize_config_dir(version_base="1.3", config_dir=CONFIG_DIR, job_name="memrepro_evaluate"):
+        return hydra_compose("config", overrides=[f"dataset={dataset}", f"encoder={encoder}",
+                                                  f"retriever={retriever}", *overrides])
+
+
+def evaluate(retriever: Any, dataset: str = "locomo", encoder: str = "mpnet", overrides: Sequence[str] = (),
+             name: str | None = None, order: Literal["score", "native"] | None = None):
+    """Score ``retriever`` (any object with :class:`Retriever`'s ``retrieve``) on ``dataset``.
+
+    ``overrides`` are Hydra overrides as for ``run`` (``"dataset.variant=oracle"``, ``"paths.results_dir=/tmp/r"``,
+    ``"latency.batch1_queries=0"``). Returns the runner's outcome: ``.folder`` (the results folder) and
+    ``.metrics`` (the ``metrics.json`` document: ``metrics["summary"]["pooled"]["mrr"]`` …). A run already
+    complete for the same retriever description, data and config is read back, not recomputed
+    (``overrides=["overwrite=true"]`` redoes it).
+    """
+    from omegaconf import OmegaConf
+
+    from memrepro.retrievers.external import ExternalRetriever
+    from memrepro.runner import run
+
+    adapter = retriever if isinstance(retriever, ExternalRetriever) else ExternalRetriever(
+        instance=retriever, name=name, order=order)
+    cfg = compose(dataset, encoder, "dense", overrides)
+    OmegaConf.set_struct(cfg, False)
+    cfg.retriever = OmegaConf.create({"external": True, **_plain(adapter.describe())})
+    return run(cfg, retriever=adapter)
+
+
+def _plain(value: Any) -> Any:
+    """JSON-able copy of a describe() dict (numpy scalars, tuples …) for the run's config."""
+    import json
+
+    return json.loads(json.dumps(value, default=str))

@@ -1,0 +1,64 @@
+"""``python -m memrepro compare RUN_A RUN_B [RUN_C …] [--metric mrr] [--by category] [--latex] [--out PREFIX]``.
+
+The first run is the baseline; every other run is paired with it (seeded paired bootstrap, the tables' routine).
+Runs on different data or different query sets are refused with the difference named.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from memrepro.errors import MemreproError
+
+
+def main(argv: list[str] | None = None) -> int:
+    from memrepro.compare import LEGEND, compare, load_run
+    from memrepro.tables.render import latex, markdown, write_table
+
+    parser = argparse.ArgumentParser(prog="python -m memrepro compare", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("runs", nargs="+", help="complete run folders (results/runs/<dataset>/<retriever>/<encoder>/<id>)")
+    parser.add_argument("--metric", action="append", help="metric to compare (repeatable; default: the benchmark's "
+                        "primary metrics)")
+    parser.add_argument("--by", choices=["category"], default=None, help="also per category, with n")
+    parser.add_argument("--resamples", type=int, default=10_000)
+    parser.add_argument("--seed", type=int, default=13)
+    parser.add_argument("--latex", action="store_true", help="print LaTeX (booktabs) instead of Markdown")
+    parser.add_argument("--out", default=None, help="also write PREFIX.md, PREFIX.tex and PREFIX.csv")
+    args = parser.parse_args(sys.argv[1:] if argv is None else argv)
+    try:
+        runs = [load_run(path) for path in args.runs]
+        frame = compare(runs, args.metric, args.by, args.resamples, args.seed)
+    except MemreproError as exc:
+        print(f"memrepro: error: {exc}", file=sys.stderr)
+        return 1
+    legend = LEGEND.format(resamples=args.resamples, seed=args.seed)
+    print(latex(frame, caption="memrepro compare") if args.latex else markdown(frame))
+    print(f"\n{legend}")
+    if args.out:
+        out = Path(args.out)
+        write_table(frame, out.parent, out.name, f"memrepro compare: {runs[0].dataset}", notes=[legend])
+        print(f"wrote {out}.md, {out}.tex, {out}.csv")
+    return 0
+
+
+def leaderboard_main(argv: list[str] | None = None) -> int:
+    import os
+
+    from memrepro.tables.leaderboard import render_leaderboard
+    from memrepro.tables.runs import complete_runs
+
+    parser = argparse.ArgumentParser(prog="python -m memrepro leaderboard",
+                                     description="every retriever x every benchmark on one encoder: primary metric, "
+                                     "Δ vs dense with significance marks, ms/query (reads results/, runs nothing)")
+    parser.add_argument("--results", default=os.environ.get("MEMREPRO_RESULTS_DIR", "results"))
+    parser.add_argument("--encoder", default="all-MiniLM-L6-v2", help="encoder label of the runs (folder name)")
+    parser.add_argument("--resamples", type=int, default=10_000)
+    args = parser.parse_args(sys.argv[1:] if argv is None else argv)
+    runs = complete_runs(args.results)
+    paths, frame = render_leaderboard(runs, Path(args.results) / "tables", args.encoder, args.resamples)
+    print(frame.to_markdown(index=False))
+    print("wrote " + ", ".join(str(p) for p in paths))
+    return 0

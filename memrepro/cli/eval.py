@@ -1,0 +1,141 @@
+"""``python -m memrepro eval dataset=<name> run_file=<path>``: score an external run file exactly as ``run``
+scores its own rankings (same freeze, metrics, aggregation and results folder), so ``tables``, ``compare`` and
+``leaderboard`` treat it like any run. Validation rules: :mod:`memrepro.runfile`.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Optional
+
+import hydra
+from hydra.core.config_store import ConfigStore
+from omegaconf import MISSING, DictConfig, OmegaConf
+
+from memrepro.config import MetricsConfig, OutputConfig, PathsConfig
+from memrepro.errors import MemreproError
+
+CONFIG_DIR = str(Path(__file__).resolve().parents[2] / "conf")
+
+
+@dataclass
+class EvalConfig:
+    dataset: Any = MISSING
+    metrics: MetricsConfig = field(default_factory=MetricsConfig)
+    paths: PathsConfig = field(default_factory=PathsConfig)
+    output: OutputConfig = field(default_factory=OutputConfig)
+    run_file: str = MISSING
+    format: str = "auto"
+    order: str = "score"
+    strict: bool = False
+    name: Optional[str] = None
+    encoder_label: str = "external"
+    overwrite: bool = False
+
+
+ConfigStore.instance().store(name="eval_schema", node=EvalConfig)
+
+
+@dataclass
+class EvalOutcome:
+    folder: Path
+    skipped: bool
+    metrics: dict[str, Any]
+    warnings: list[str]
+
+
+def evaluate_run_file(cfg: DictConfig) -> EvalOutcome:
+    """Validate, freeze, score and write; nothing is written when validation fails."""
+    from memrepro.evaluation.freeze import TIE_RULE
+    from memrepro.datasets.io import sha256_file
+    from memrepro.provenance import config_hash, git_commit, package_versions
+    from memrepro.results import is_complete, read_metrics, run_dir
+    from memrepro.runfile import WARNING_FIXES, read_run_file, validate
+    from memrepro.runner import load_benchmark, metric_names_for, score_rankings, semantic_config, write_run
+
+    timings: dict[str, float] = {}
+    start = time.perf_counter()
+    benchmark, _ = load_benchmark(cfg.dataset)
+    timings["load_s"] = time.perf_counter() - start
+    start = time.perf_counter()
+    parsed = read_run_file(cfg.run_file, cfg.format)
+    checked = validate(parsed, benchmark, order=cfg.order, strict=bool(cfg.strict))
+    timings["validate_s"] = time.perf_counter() - start
+    run_sha = sha256_file(parsed.path)
+    name = cfg.name or f"external-{parsed.path.stem}"
+
+    semantic = semantic_config(cfg)
+    for key in ("run_file", "overwrite", "output"):
+        semantic.pop(key, None)
+    run_id = config_hash({"config": semantic, "data_sha256": benchmark.data_sha256, "run_file_sha256": run_sha})
+    folder = run_dir(cfg.paths.results_dir, benchmark.name, name, cfg.encoder_label, run_id)
+    warnings = [f"{line}: {WARNING_FIXES[kind]}" for kind, line in zip(checked.warnings, checked.lines())]
+    if is_complete(folder) and not cfg.overwrite:
+        return EvalOutcome(folder, True, read_metrics(folder), warnings)
+
+    start = time.perf_counter()
+    metric_names = metric_names_for(cfg, benchmark)
+    rows, counts, summary = score_rankings(benchmark, checked.rankings, {}, metric_names, {}, int(cfg.output.top_n))
+    timings["metrics_s"] = time.perf_counter() - start
+    retriever = {"name": name, "external_run_file": str(parsed.path), "format": parsed.format,
+                 "order": cfg.order, "run_file_sha256": run_sha}
+    config = OmegaConf.to_container(cfg, resolve=True)
+    config["retriever"] = retriever
+    config["encoder"] = {"label": cfg.encoder_label}
+    metrics_doc = {
+        "run_id": run_id,
+        "dataset": benchmark.name,
+        "retriever": retriever,
+        "encoder": {"label": cfg.encoder_label},
+        "metric_names": metric_names,
+        "primary": list(benchmark.protocol.primary),
+        "counts": {**counts, "loader": dict(benchmark.loader_counts)},
+        "returned": {"mean_items": _mean([r["n_returned"] for r in rows]),
+                     "mean_chars_top_n": _mean([r["returned_chars"] for r in rows])},
+        "summary": summary,
+        "latency": {},  # an external run carries no timing memrepro measured
+        "routing": None,
+        "timings": timings,
+        "validation": {"warnings": dict(checked.warnings), "examples": checked.examples, "strict": bool(cfg.strict),
+                       "order": cfg.order, "format": parsed.format},
+        "provenance": {
+            "config_hash": run_id,
+            "data_sha256": benchmark.data_sha256,
+            "files": [vars(f) for f in benchmark.files],
+            "loader_options": dict(benchmark.options),
+            "run_file": {"path": str(parsed.path), "sha256": run_sha},
+            "tie_rule": TIE_RULE if cfg.order == "score" else "the run file's own order (order=rank)",
+            "git": git_commit(),
+            "versions": package_versions(),
+            "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        },
+    }
+    folder = write_run(folder, config, rows, metrics_doc, run_id)
+    return EvalOutcome(folder, False, metrics_doc, warnings)
+
+
+def _mean(values: list[float]) -> float | None:
+    return sum(values) / len(values) if values else None
+
+
+@hydra.main(version_base="1.3", config_path=CONFIG_DIR, config_name="eval")
+def main(cfg: DictConfig) -> None:
+    from memrepro.report import summary_table
+
+    if OmegaConf.is_missing(cfg, "run_file"):
+        print("memrepro: error: config key run_file is required, e.g. python -m memrepro eval dataset=locomo "
+              "run_file=path/to/run.trec", file=sys.stderr)
+        sys.exit(2)
+    try:
+        outcome = evaluate_run_file(cfg)
+    except MemreproError as exc:
+        print(f"memrepro: error: {exc}", file=sys.stderr)
+        sys.exit(1)
+    for line in outcome.warnings:
+        print(line, file=sys.stderr)
+    state = "skipped (already complete)" if outcome.skipped else "done"
+    print(f"\n{state}: {outcome.folder}")
+    print(summary_table(outcome.metrics))

@@ -1,0 +1,129 @@
+"""Paired comparison of complete runs (``python -m memrepro compare``) and the cross-benchmark leaderboard.
+
+Runs are paired over their scored units ``"{split}::{query_id}"`` with the seeded paired bootstrap of
+``memrepro.evaluation.significance`` (the routine the paper tables use). Two runs are comparable only when they
+read the same data (``provenance.data_sha256``) and score the same units; anything else is refused with the
+difference named.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
+import pandas as pd
+
+from memrepro.errors import MemreproError
+from memrepro.evaluation.significance import paired_bootstrap
+from memrepro.results import COMPLETE
+from memrepro.tables.runs import Run
+
+
+class CompareError(MemreproError, ValueError):
+    pass
+
+
+def load_run(path: str | Path) -> Run:
+    folder = Path(path).expanduser()
+    if not (folder / COMPLETE).is_file():
+        raise CompareError(f"{folder}: not a complete run folder (no {COMPLETE} marker); pass a folder under "
+                           "results/runs/<dataset>/<retriever>/<encoder>/<run id>")
+    return Run(folder)
+
+
+def label(run: Run) -> str:
+    return f"{run.retriever_name} ({run.encoder_label}, {run.folder.name[:8]})"
+
+
+def check_comparable(a: Run, b: Run, metrics: Sequence[str]) -> None:
+    """Refuse runs on different data, benchmarks or query units, naming the difference."""
+    if a.dataset != b.dataset:
+        raise CompareError(f"cannot pair {a.folder} and {b.folder}: different benchmarks ({a.dataset} vs {b.dataset})")
+    hash_a, hash_b = (r.metrics["provenance"]["data_sha256"] for r in (a, b))
+    if hash_a != hash_b:
+        files_a = {f["path"]: f["sha256"][:12] for f in a.metrics["provenance"].get("files", [])}
+        files_b = {f["path"]: f["sha256"][:12] for f in b.metrics["provenance"].get("files", [])}
+        differ = sorted(set(files_a.items()) ^ set(files_b.items()))[:4]
+        raise CompareError(f"cannot pair {a.folder} and {b.folder}: different data (data_sha256 {hash_a[:12]}… vs "
+                           f"{hash_b[:12]}…; files differing: {differ})")
+    for metric in metrics:
+        for run in (a, b):
+            if metric not in run.metrics["metric_names"]:
+                raise CompareError(f"{run.folder}: metric {metric!r} was not computed (has "
+                                   f"{', '.join(run.metrics['metric_names'])}); choose --metric from those")
+    units_a, units_b = set(a.per_unit(metrics[0])), set(b.per_unit(metrics[0]))
+    if units_a != units_b:
+        only_a, only_b = sorted(units_a - units_b), sorted(units_b - units_a)
+        raise CompareError(f"cannot pair {a.folder} and {b.folder}: different scored query sets ({len(units_a)} vs "
+                           f"{len(units_b)} units; only in the first: {len(only_a)} e.g. {only_a[:2]}, only in the "
+                           f"second: {len(only_b)} e.g. {only_b[:2]})")
+
+
+@dataclass(frozen=True)
+class Line:
+    metric: str
+    group: str  # "all" or "<category code> <name>"
+    n: int
+    baseline: float
+    other: float
+    delta: float
+    ci_low: float
+    ci_high: float
+    p_text: str
+    significant: bool
+
+
+def _mean_text(run: Run, metric: str) -> str:
+    summary = run.metrics["summary"]
+    if len(summary.get("splits", {})) > 1 and summary["split_std"].get(metric) is not None:
+        return f"{summary['split_mean'][metric]:.4f} ± {summary['split_std'][metric]:.4f}"
+    return f"{summary['pooled'][metric]:.4f}"
+
+
+def compare(runs: Sequence[Run], metrics: Sequence[str] | None = None, by: str | None = None,
+            resamples: int = 10_000, seed: int = 13) -> pd.DataFrame:
+    """One row per (other run, metric[, category]): the first run is the baseline."""
+    if len(runs) < 2:
+        raise CompareError("compare needs at least two run folders")
+    if by not in (None, "category"):
+        raise CompareError(f"--by {by!r}: only 'category' is supported")
+    base = runs[0]
+    metrics = list(metrics or base.metrics.get("primary") or base.metrics["metric_names"])
+    rows = []
+    for other in runs[1:]:
+        check_comparable(base, other, metrics)
+        categories = {f"{r['split']}::{r['query_id']}": r["category"] for r in base.rows if r["excluded"] is None}
+        names = {code: c.get("name", code) for code, c in base.metrics["summary"].get("categories", {}).items()}
+        for metric in metrics:
+            a, b = base.per_unit(metric), other.per_unit(metric)
+            groups = [("all", list(a))]
+            if by == "category":
+                groups += [(f"{code} {names.get(code, code)}", [u for u in a if categories[u] == code])
+                           for code in names]
+            for group, units in groups:
+                if not units:
+                    continue
+                ua, ub = {u: a[u] for u in units}, {u: b[u] for u in units}
+                test = paired_bootstrap(ub, ua, resamples=resamples, seed=seed)
+                mean_a, mean_b = sum(ua.values()) / len(ua), sum(ub.values()) / len(ub)
+                rows.append({
+                    "baseline": label(base), "run": label(other), "metric": metric, "queries": group,
+                    "n": test.n,
+                    label_col("baseline"): _mean_text(base, metric) if group == "all" else f"{mean_a:.4f}",
+                    label_col("run"): _mean_text(other, metric) if group == "all" else f"{mean_b:.4f}",
+                    "Δ": f"{test.delta:+.4f}{'*' if test.significant else ''}",
+                    "95% CI": f"[{test.ci_low:+.4f}, {test.ci_high:+.4f}]",
+                    "p": test.p_text(),
+                })
+    return pd.DataFrame(rows)
+
+
+def label_col(which: str) -> str:
+    return "baseline mean" if which == "baseline" else "run mean"
+
+
+LEGEND = ("Means: mean ± std of split means where the benchmark has several splits (LoCoMo's 5 seeds), else the "
+          "mean; per category the pooled mean. Δ = run − baseline, the pooled mean of per-query differences over "
+          "the shared (split, query) units; 95% CI and two-sided p from the paired bootstrap "
+          "(memrepro.evaluation.significance, {resamples} resamples, seed {seed}); * : p < 0.05.")

@@ -1,0 +1,258 @@
+"""External run files → validated, frozen rankings for ``python -m memrepro eval`` (and back, for ``export``).
+
+Two forms are read:
+
+* **TREC** (6 columns, whitespace separated): ``query_id Q0 memory_id rank score tag``.
+* **JSONL**: one JSON object per line mapping query ids to a ranked list, ``{"q1": ["D1:3", "D2:7"]}``; a list
+  item may also be ``[memory_id, score]``. One object holding every query is fine too.
+
+A memory id is the native id (``run.trec``) or the ``"<episode id>::<memory id>"`` corpus id of a BEIR export.
+A query key is a benchmark query id (its ranking is used in every split holding the query) or
+``"<split>::<query id>"`` (that split only; what ``run`` writes into ``run.trec`` for multi-split benchmarks such
+as LoCoMo's 5 seeds).
+
+Validation (``protocols.md`` §0.2-0.3). Always errors, because each would change a score silently: a malformed
+line, a memory id that is not in the query's episode (named as "from another episode" when some other episode
+has it), a query key given twice in a JSONL file. Warnings, counted in ``metrics.json`` and printed, errors with
+``strict=true``: an unknown query id (ignored), a memory listed twice for one query (the better-ranked occurrence
+is kept), a scored query the file lacks (scored 0, kept in the denominator, as ir-measures does).
+
+Freezing: ``order=score`` (default) sorts by score descending, ties by the memory's pool position (the project's
+tie rule, the same ``freeze`` that ``run`` uses); ``order=rank`` keeps the file's order (TREC rank column, JSONL
+list order), for retrievers whose output order is not their score order. A JSONL list without scores is always
+taken in list order.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from memrepro.errors import MemreproError
+from memrepro.evaluation.freeze import FrozenRanking, freeze
+from memrepro.search import Hits
+from memrepro.types import Benchmark
+
+ORDERS = ("score", "rank")
+FORMATS = ("auto", "trec", "jsonl")
+
+
+class RunFileError(MemreproError, ValueError):
+    """One line: the file, the line, the id, the problem and the fix."""
+
+    def __init__(self, path: Path | str, line: int | None, problem: str, fix: str = "") -> None:
+        where = f"{path}:{line}" if line else str(path)
+        super().__init__(f"{where}: {problem}" + (f" ({fix})" if fix else ""))
+
+
+@dataclass
+class Entry:
+    memory_id: str
+    score: float | None
+    rank: int | None
+    line: int
+
+
+@dataclass
+class ParsedRun:
+    path: Path
+    format: str
+    entries: dict[str, list[Entry]]  # query key → entries in file order
+    has_scores: bool
+
+
+@dataclass
+class Validation:
+    """What was accepted, with every tolerated problem counted (``warnings``) and a few examples named."""
+
+    rankings: dict[tuple[str, str], FrozenRanking]
+    warnings: dict[str, int] = field(default_factory=dict)
+    examples: dict[str, list[str]] = field(default_factory=dict)
+
+    def warn(self, kind: str, example: str) -> None:
+        self.warnings[kind] = self.warnings.get(kind, 0) + 1
+        shown = self.examples.setdefault(kind, [])
+        if len(shown) < 3:
+            shown.append(example)
+
+    def lines(self) -> list[str]:
+        return [f"warning: {n} {kind.replace('_', ' ')} (e.g. {', '.join(self.examples[kind])})"
+                for kind, n in self.warnings.items()]
+
+
+WARNING_FIXES = {
+    "unknown_query_ids": "ignored; is the run for another dataset or variant?",
+    "duplicate_memories": "the better-ranked occurrence kept",
+    "missing_queries": "scored 0 and kept in the denominator",
+}
+
+
+def detect_format(path: Path) -> str:
+    with open(path, encoding="utf-8") as handle:
+        for line in handle:
+            if line.strip():
+                return "jsonl" if line.lstrip().startswith("{") else "trec"
+    return "trec"
+
+
+def read_run_file(path: str | Path, fmt: str = "auto") -> ParsedRun:
+    path = Path(path).expanduser()
+    if fmt not in FORMATS:
+        raise RunFileError(path, None, f"unknown format {fmt!r}", f"use one of {', '.join(FORMATS)}")
+    if not path.is_file():
+        raise RunFileError(path, None, "run file not found", "check the run_file= path")
+    fmt = detect_format(path) if fmt == "auto" else fmt
+    entries: dict[str, list[Entry]] = {}
+    has_scores = True
+    with open(path, encoding="utf-8") as handle:
+        if fmt == "trec":
+            for number, line in enumerate(handle, start=1):
+                if not line.strip():
+                    continue
+                cols = line.split()
+                if len(cols) != 6:
+                    raise RunFileError(path, number, f"expected 6 TREC columns (query_id Q0 memory_id rank score "
+                                       f"tag), found {len(cols)}: {line.strip()[:80]!r}")
+                qid, _, memory_id, rank, score, _ = cols
+                try:
+                    rank_value = int(rank)
+                except ValueError:
+                    raise RunFileError(path, number, f"rank {rank!r} of query {qid!r} is not an integer") from None
+                score_value = _number(score, path, number, qid)
+                entries.setdefault(qid, []).append(Entry(memory_id, score_value, rank_value, number))
+        else:
+            seen_at: dict[str, int] = {}
+            for number, line in enumerate(handle, start=1):
+                if not line.strip():
+                    continue
+                try:
+                    record = json.loads(line)
+                except json.JSONDecodeError as exc:
+                    raise RunFileError(path, number, f"malformed JSON: {exc.msg} (column {exc.colno})") from None
+                if not isinstance(record, dict):
+                    raise RunFileError(path, number, f"expected an object {{query_id: [memory ids]}}, found "
+                                       f"{type(record).__name__}")
+                for qid, ranked in record.items():
+                    if qid in seen_at:
+                        raise RunFileError(path, number, f"query {qid!r} listed again (first on line "
+                                           f"{seen_at[qid]})", "give each query one ranked list")
+                    seen_at[qid] = number
+                    if not isinstance(ranked, list):
+                        raise RunFileError(path, number, f"query {qid!r}: expected a list of memory ids, found "
+                                           f"{type(ranked).__name__}")
+                    out = entries.setdefault(qid, [])
+                    for position, item in enumerate(ranked, start=1):
+                        if isinstance(item, str):
+                            out.append(Entry(item, None, position, number))
+                            has_scores = False
+                        elif (isinstance(item, list) and len(item) == 2 and isinstance(item[0], str)
+                              and isinstance(item[1], (int, float)) and not isinstance(item[1], bool)):
+                            out.append(Entry(item[0], _number(item[1], path, number, qid), position, number))
+                        else:
+                            raise RunFileError(path, number, f"query {qid!r}, item {position}: expected a memory "
+                                               f"id or [memory_id, score], found {item!r:.60}")
+    return ParsedRun(path, fmt, entries, has_scores and any(entries.values()))
+
+
+def _number(value: Any, path: Path, line: int, qid: str) -> float:
+    try:
+        out = float(value)
+    except (TypeError, ValueError):
+        raise RunFileError(path, line, f"score {value!r} of query {qid!r} is not a number") from None
+    if math.isnan(out):
+        raise RunFileError(path, line, f"score of query {qid!r} is NaN")
+    return out
+
+
+def validate(parsed: ParsedRun, benchmark: Benchmark, order: str = "score", strict: bool = False) -> Validation:
+    """Map every (split, query) of the benchmark to a frozen ranking from ``parsed``; see the module doc."""
+    if order not in ORDERS:
+        raise RunFileError(parsed.path, None, f"unknown order {order!r}", f"use order={' or order='.join(ORDERS)}")
+    path = parsed.path
+    queries = {q.id: q for q in benchmark.queries}
+    split_queries = {s.name: {q.id for q in benchmark.split_queries(s)} for s in benchmark.splits}
+    owner: dict[str, str] = {}  # memory id → first episode holding it (for "from another episode")
+    for episode in benchmark.episodes.values():
+        for memory in episode.memories:
+            owner.setdefault(memory.id, episode.id)
+    result = Validation({})
+
+    def problem(kind: str, line: int | None, text: str, fix: str) -> None:
+        if strict:
+            raise RunFileError(path, line, text, fix + "; strict=true makes this an error")
+        result.warn(kind, text if line is None else f"line {line}: {text}")
+
+    keyed: dict[str, tuple[str | None, str]] = {}  # file key → (split or None, query id)
+    for key, entries in parsed.entries.items():
+        if key in queries:
+            keyed[key] = (None, key)
+            continue
+        split, sep, qid = key.partition("::")
+        if sep and split in split_queries and qid in split_queries[split]:
+            keyed[key] = (split, qid)
+        else:
+            problem("unknown_query_ids", entries[0].line if entries else None,
+                    f"unknown query id {key!r}", f"not a {benchmark.name} query; ignored")
+
+    positions: dict[str, np.ndarray] = {}
+    by_key: dict[str, tuple[np.ndarray, np.ndarray, str]] = {}
+    for key, (split, qid) in keyed.items():
+        episode = benchmark.episodes[queries[qid].episode_id]
+        where = {m.id: m.position for m in episode.memories}
+        entries = parsed.entries[key]
+        if parsed.format == "trec" and order == "rank":
+            entries = sorted(entries, key=lambda e: (e.rank, e.line))
+        kept: dict[str, Entry] = {}
+        prefix = f"{episode.id}::"
+        for entry in entries:
+            if entry.memory_id not in where and entry.memory_id.startswith(prefix):  # BEIR export corpus ids
+                entry.memory_id = entry.memory_id[len(prefix):]
+            if entry.memory_id not in where:
+                other = owner.get(entry.memory_id)
+                detail = (f"memory {entry.memory_id!r} of query {qid!r} is from another episode ({other!r}), not "
+                          f"the query's episode {episode.id!r}" if other else
+                          f"unknown memory id {entry.memory_id!r} for query {qid!r} (episode {episode.id!r})")
+                raise RunFileError(path, entry.line, detail, f"rank only memories of the query's own episode "
+                                   f"({benchmark.name}: {len(episode)} memories)")
+            if entry.memory_id in kept:
+                first = kept[entry.memory_id]
+                better = (entry.score is not None and first.score is not None and order == "score"
+                          and entry.score > first.score)
+                problem("duplicate_memories", entry.line, f"memory {entry.memory_id!r} listed twice for query "
+                        f"{key!r} (also line {first.line})", "list each memory once per query")
+                if better:
+                    kept[entry.memory_id] = entry
+                continue
+            kept[entry.memory_id] = entry
+        chosen = list(kept.values())
+        if order == "score" and parsed.has_scores:
+            scores = np.array([e.score for e in chosen], dtype=np.float64)
+            how = "score"
+        else:  # file order; scores that encode it (n - rank) unless the file gave scores
+            scores = (np.array([e.score for e in chosen], dtype=np.float64) if parsed.has_scores
+                      else np.arange(len(chosen), 0, -1, dtype=np.float64))
+            how = "native"
+        positions[key] = np.array([where[e.memory_id] for e in chosen], dtype=np.int64)
+        by_key[key] = (positions[key], scores, how)
+
+    plain = {qid: key for key, (split, qid) in keyed.items() if split is None}
+    specific = {(split, qid): key for key, (split, qid) in keyed.items() if split is not None}
+    for split in benchmark.splits:
+        for query in benchmark.split_queries(split):
+            key = specific.get((split.name, query.id)) or plain.get(query.id)
+            episode = benchmark.episodes[query.episode_id]
+            if key is None:
+                if query.scored:
+                    problem("missing_queries", None, f"{split.name}::{query.id}" if len(benchmark.splits) > 1
+                            else query.id, "scored 0")
+                result.rankings[(split.name, query.id)] = FrozenRanking(query.id, (), ())
+                continue
+            pos, scores, how = by_key[key]
+            result.rankings[(split.name, query.id)] = freeze(query.id, Hits(pos, scores.astype(np.float32)),
+                                                             episode, how)
+    return result
