@@ -193,7 +193,8 @@ def test_cli_run_with_an_approximate_backend_reports_its_recall(tmp_path: Path, 
            "TQDM_DISABLE": "1"}
     out = subprocess.run([sys.executable, "-m", "memrepro", "run", "dataset=locomo", "retriever=familiarity",
                           "retriever.k=5", "encoder=fake", "latency.batch1_queries=0", "search.backend=faiss_hnsw",
-                          "search.faiss_min_memories=1"], capture_output=True, text=True, env=env, cwd=tmp_path,
+                          "search.faiss_min_memories=1", "dataset.allow_unverified=true"],  # the fixture sits at a pinned path
+                         capture_output=True, text=True, env=env, cwd=tmp_path,
                          timeout=300)
     assert out.returncode == 0, out.stderr
     metrics = json.loads(next((tmp_path / "results").rglob("metrics.json")).read_text())

@@ -15,6 +15,23 @@ def reference_numbers() -> dict[str, Any]:
     return yaml.safe_load(text)
 
 
+@lru_cache(maxsize=1)
+def calibration_numbers() -> dict[str, Any]:
+    """Numbers measured with the official code itself (``official_code_calibration.yaml``), not from a paper."""
+    text = resources.files(__package__).joinpath("official_code_calibration.yaml").read_text(encoding="utf-8")
+    return yaml.safe_load(text)
+
+
+def calibration_value(path: str) -> Any:
+    """``calibration_value("convmemory_v1_seed23.methods.v1_dense_teacher.mrr")`` → 0.557."""
+    node: Any = calibration_numbers()
+    for key in path.split("."):
+        if not isinstance(node, dict) or key not in node:
+            raise KeyError(f"no calibration number at {path!r} (missing {key!r})")
+        node = node[key]
+    return node
+
+
 def reference_value(path: str) -> Any:
     """``reference_value("convmemory.headline_locomo.methods.raw_dense_mpnet.mrr")`` → 0.3254."""
     return reference_at(*path.split("."))

@@ -15,7 +15,7 @@ from typing import Any
 import pandas as pd
 
 from memrepro.evaluation.significance import PairedResult, paired_bootstrap
-from memrepro.reference import reference_value
+from memrepro.reference import calibration_value, reference_value
 from memrepro.tables.reproduction import Cell
 from memrepro.tables.runs import Run
 
@@ -275,7 +275,7 @@ def cost_notes(selected: dict[str, Any]) -> list[str]:
 
 def calibration_table(runs: list[Run]) -> pd.DataFrame:
     """Seed 23, window_mode=full, dense-cosine teacher and gold-only: ours beside the official code's numbers."""
-    key = "convmemory.calibration_official_code_seed23.methods."
+    key = "convmemory_v1_seed23.methods."
     seed23 = [r for r in runs if _is_locomo(r) and 23 in r.seeds and not _not_comparable(r)]
     rows = []
     for label, ref, match in (
@@ -287,7 +287,7 @@ def calibration_table(runs: list[Run]) -> pd.DataFrame:
         run = _pick([r for r in seed23 if match(r.retriever)])
         row: dict[str, Any] = {"method": label}
         for metric, column in COLUMNS.items():
-            theirs = reference_value(key + ref + "." + PAPER_KEYS[metric])
+            theirs = calibration_value(key + ref + "." + PAPER_KEYS[metric])
             ours = _seed_value(run, 23, metric) if run is not None else None
             row[f"{column} ours"] = f"{ours:.4f}" if ours is not None else "not run"
             row[f"{column} official"] = f"{theirs:.3f}"
