@@ -331,3 +331,19 @@ def test_a_cross_encoder_trained_on_v1_has_one_identity_for_every_split(context:
     stage.for_split(context.benchmark.splits[0])  # trains v1 for the split: describe() now names it
     assert "resolved" in stage.describe() and ce.identity_hash() == before
     assert ce.identity()["recipe"]["record_stage"]["model"] == f"recipe:{stage.models.identity_hash()}"
+
+
+def test_a_damaged_checkpoint_is_refused_with_its_path(context: TrainingContext) -> None:
+    split = context.benchmark.splits[0]
+    models = V1Models()
+    models.bind(context)
+    models(split)
+    weights = models.folder(split) / "model.pt"
+    data = bytearray(weights.read_bytes())
+    data[len(data) // 2] ^= 0xFF  # one flipped byte in the middle of the weights
+    weights.write_bytes(bytes(data))
+    again = V1Models()
+    again.bind(context)
+    with pytest.raises(CheckpointMismatchError, match="damaged checkpoint") as info:
+        again(split)
+    assert str(models.folder(split)) in str(info.value)

@@ -76,6 +76,20 @@ def published_folder(name: str) -> Path:
     return folder
 
 
+def weights_sha256(folder: Path) -> str:
+    """One digest over every file a checkpoint folder holds except our training log (weights, configs,
+    tokenizer), in name order: written into the log at save time, checked on every load."""
+    import hashlib
+
+    digest = hashlib.sha256()
+    for path in sorted(p for p in folder.rglob("*") if p.is_file() and p.name != TRAINING_INFO):
+        digest.update(str(path.relative_to(folder)).encode() + b"\0")
+        with open(path, "rb") as handle:
+            for block in iter(lambda: handle.read(1 << 22), b""):
+                digest.update(block)
+    return digest.hexdigest()
+
+
 def data_identity(context: TrainingContext) -> dict[str, Any]:
     # which split seeds a run evaluates does not change the model trained for one seed
     return {"dataset": context.benchmark.name, "data_sha256": context.benchmark.data_sha256,
@@ -171,6 +185,10 @@ class PerSeedArtifact:
         except (OSError, json.JSONDecodeError) as exc:
             raise CheckpointMismatchError(f"{info_path}: unreadable training log ({exc}); delete {folder} to "
                                           f"retrain it") from None
+        expected = info.get("weights_sha256")
+        if expected is not None and weights_sha256(folder) != expected:
+            raise CheckpointMismatchError(f"{folder}: damaged checkpoint (its files' sha256 is not the one recorded in "
+                                          f"{TRAINING_INFO} when it was trained); delete the folder to retrain it")
         theirs, ours = info.get("identity"), self.identity()
         if theirs is None:
             return  # written before identities were recorded

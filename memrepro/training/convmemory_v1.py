@@ -33,7 +33,7 @@ import torch
 
 from memrepro.models.convmemory_v1 import ConvMemoryV1, QueryInputs, V1Architecture, features, sliding_windows
 from memrepro.models.cross_encoder import TRAINING_INFO
-from memrepro.training.artifacts import PerSeedArtifact, published_folder
+from memrepro.training.artifacts import PerSeedArtifact, published_folder, weights_sha256
 from memrepro.training.recipes import V1Recipe
 from memrepro.types import Split
 
@@ -159,6 +159,7 @@ def save_v1(model: ConvMemoryV1, out_dir: Path, log: dict[str, Any], embedding_m
                                 "lexical_features": a.lexical_features, "window_mode": "candidate_local"}}
     (tmp / "config.json").write_text(json.dumps(config, indent=2, sort_keys=True))
     torch.save(model.official_state(), tmp / "model.pt")
+    log = {**log, "weights_sha256": weights_sha256(tmp)}  # checked on every load (a damaged file is refused)
     (tmp / TRAINING_INFO).write_text(json.dumps(log, indent=2, default=str))
     if out_dir.exists():
         shutil.rmtree(out_dir)

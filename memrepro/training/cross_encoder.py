@@ -24,7 +24,7 @@ import numpy as np
 from memrepro.evaluation.freeze import FrozenRanking
 from memrepro.models.cross_encoder import TRAINING_INFO, CrossEncoderScorer
 from memrepro.retrievers.cascade import ARMS, check_candidates, derangement, memory_position, v2_pairs
-from memrepro.training.artifacts import PerSeedArtifact, published_folder
+from memrepro.training.artifacts import PerSeedArtifact, published_folder, weights_sha256
 from memrepro.training.recipes import CrossEncoderRecipe
 from memrepro.types import Benchmark, Split
 
@@ -135,6 +135,7 @@ def train(records: Sequence[TrainRecord], base_path: str, out_dir: Path, recipe:
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     tmp = out_dir.parent / f".{out_dir.name}.tmp-{uuid.uuid4().hex[:8]}"
     model.save(str(tmp))
+    log["weights_sha256"] = weights_sha256(tmp)  # checked on every load (a damaged file is refused)
     (tmp / TRAINING_INFO).write_text(json.dumps(log, indent=2))
     if out_dir.exists():
         shutil.rmtree(out_dir)
