@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import json
+import os
 import logging
 import statistics
 import time
@@ -145,7 +146,8 @@ def load_benchmark(node: DictConfig) -> tuple[Benchmark, dict[str, Any]]:
     from memrepro.datasets.io import data_root
 
     plain = OmegaConf.to_container(node, resolve=True)
-    allow = bool(plain.pop("allow_unverified", False))
+    # dataset.allow_unverified=true, or MEMREPRO_ALLOW_UNVERIFIED=1 for every command of a session (own revisions)
+    allow = bool(plain.pop("allow_unverified", False)) or os.environ.get("MEMREPRO_ALLOW_UNVERIFIED") == "1"
     benchmark: Benchmark = with_fetch(lambda: _reused(OmegaConf.create(plain)), data_root(plain.get("data_dir")))
     root = str(plain.get("data_dir") or "")
     verification = enforce(benchmark.files, root or "<data dir>", allow)

@@ -473,7 +473,7 @@ def test_readme_score_your_own_system_commands_run(tmp_path: Path, fixtures_dir:
     (data / "locomo10.json").write_bytes((fixtures_dir / "locomo" / "locomo10_two_conversations.json").read_bytes())
     env = {**os.environ, "MEMREPRO_DATA_DIR": str(data.parent), "MEMREPRO_CACHE_DIR": str(tmp_path / "cache"),
            "MEMREPRO_LOG_DIR": str(tmp_path / "logs"), "MEMREPRO_AUTO_DOWNLOAD": "0", "PYTHONPATH": str(REPO),
-           "TQDM_DISABLE": "1"}
+           "TQDM_DISABLE": "1", "MEMREPRO_ALLOW_UNVERIFIED": "1"}  # the fixture sits at the pinned path
     env.pop("MEMREPRO_RESULTS_DIR", None)
     (tmp_path / "example.py").write_text(readme_block("python", ""))
     commands = [f"{sys.executable} example.py"] + [
