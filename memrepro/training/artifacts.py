@@ -122,8 +122,13 @@ class PerSeedArtifact:
     def load_published(self, name: str) -> Any:
         raise NotImplementedError
 
+    UNIT, SECONDS_PER_UNIT = "questions", 1.0  # what one training step reads, and its measured cost (one thread)
+
     def estimate(self, split: Split) -> str:
-        return ""
+        """The one-line forecast printed before training on demand."""
+        recipe = getattr(self, "recipe", None)
+        n = len(self.context.dev_queries(split, getattr(recipe, "limit_queries", None))) * getattr(recipe, "epochs", 1)
+        return f"{n} {self.UNIT}, about {max(1, round(n * self.SECONDS_PER_UNIT / 60))} min on a 2-core CPU"
 
     # -- resolution --------------------------------------------------------------------------------------------------
     def bind(self, context: TrainingContext) -> None:

@@ -197,7 +197,7 @@ class V1Models(PerSeedArtifact):
     seed 23's dev conversations, so it has seen test conversations of the other four seeds)."""
 
     kind = "convmemory_v1"
-    SECONDS_PER_QUESTION = 0.6  # measured: LoCoMo (~600 windows per question), one torch thread, 2-core CPU
+    UNIT, SECONDS_PER_UNIT = "questions", 0.6  # measured: LoCoMo (~600 windows per question), one torch thread
 
     def __init__(self, recipe: Mapping[str, Any] | None = None, path: str | None = None,
                  published: str | None = None, train_on_demand: bool = True, pool: int = 500,
@@ -224,10 +224,6 @@ class V1Models(PerSeedArtifact):
         if self.path:
             return f"checkpoint {self.path}"
         return f"per-seed retrained, {self.recipe.label}"
-
-    def estimate(self, split: Split) -> str:
-        n = len(self.context.dev_queries(split, self.recipe.limit_queries)) * self.recipe.epochs
-        return f"{n} questions, about {max(1, round(n * self.SECONDS_PER_QUESTION / 60))} min on a 2-core CPU"
 
     def items(self, split: Split) -> list[TrainItem]:
         from memrepro.search import search

@@ -149,7 +149,7 @@ class TrainedCrossEncoders(PerSeedArtifact):
     seed's dev conversations; or one published checkpoint for every seed (``published``, online)."""
 
     kind = "cross_encoder"
-    SECONDS_PER_RECORD = 1.5  # measured: MiniLM-L6 backbone, 10 pairs a record, one torch thread, 2-core CPU
+    UNIT, SECONDS_PER_UNIT = "records", 1.5  # measured: MiniLM-L6 backbone, 10 pairs a record, one torch thread
 
     def __init__(self, recipe: Mapping[str, Any] | None = None,
                  base_model: str = "cross-encoder/ms-marco-MiniLM-L-6-v2",
@@ -212,10 +212,6 @@ class TrainedCrossEncoders(PerSeedArtifact):
         if self.path:
             return f"checkpoint {self.path}"
         return f"per-seed retrained from {self.base()[1]}"
-
-    def estimate(self, split: Split) -> str:
-        n = len(self.context.dev_queries(split, self.recipe.limit_queries)) * self.recipe.epochs
-        return f"{n} records, about {max(1, round(n * self.SECONDS_PER_RECORD / 60))} min on a 2-core CPU"
 
     def train(self, split: Split, out_dir: Path) -> None:
         from memrepro.evaluation.freeze import freeze
