@@ -16,7 +16,6 @@ other temporary folder is deleted. A folder whose files fail the manifest (an em
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import os
@@ -25,6 +24,7 @@ import uuid
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
+from memrepro.datasets.io import sha256_file
 from memrepro.errors import DamagedFileError
 
 COMPLETE = "COMPLETE"
@@ -45,14 +45,6 @@ def is_hidden(folder: Path) -> bool:
 
 def is_complete(folder: Path) -> bool:
     return not is_hidden(folder) and (folder / COMPLETE).is_file()
-
-
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def verify_run(folder: Path) -> None:
@@ -77,7 +69,7 @@ def verify_run(folder: Path) -> None:
             path = folder / name
             if not path.is_file():
                 raise DamagedFileError(path, "missing from a complete run")
-            if path.stat().st_size != expected.get("bytes") or _sha256(path) != expected.get("sha256"):
+            if path.stat().st_size != expected.get("bytes") or sha256_file(path) != expected.get("sha256"):
                 raise DamagedFileError(path, "differs from the run's manifest (damaged or edited)")
         return
     # (legacy folders: the files present are checked; a missing one is named when a reader asks for it)
@@ -210,7 +202,7 @@ class RunWriter:
             os.fsync(handle.fileno())
 
     def commit(self) -> Path:
-        files = {p.name: {"sha256": _sha256(p), "bytes": p.stat().st_size}
+        files = {p.name: {"sha256": sha256_file(p), "bytes": p.stat().st_size}
                  for p in sorted(self.tmp.iterdir()) if p.is_file() and p.name != COMPLETE}
         self._write(COMPLETE, (json.dumps({"format": MANIFEST_FORMAT, "files": files, "rows": self.rows},
                                           indent=1, sort_keys=True) + "\n").encode())

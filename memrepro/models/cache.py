@@ -31,6 +31,8 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
+from memrepro.datasets.io import sha256_file
+
 log = logging.getLogger("memrepro")
 
 META_SUFFIX = ".meta.json"
@@ -48,14 +50,6 @@ def text_sha256(text: str) -> str:
 
 def identity_key(identity: Mapping[str, object]) -> str:
     return hashlib.sha256(json.dumps(dict(identity), sort_keys=True, default=str).encode()).hexdigest()[:24]
-
-
-def _sha256_file(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 @dataclass(frozen=True)
@@ -186,7 +180,7 @@ class EmbeddingCache:
         os.replace(tmp, npy_path)
         keys_bytes = "\n".join(keys).encode("ascii")
         meta = {"format": FORMAT, "rows": int(vectors.shape[0]), "dim": int(vectors.shape[1]), "dtype": "float32",
-                "npy_sha256": _sha256_file(npy_path), "keys_sha256": hashlib.sha256(keys_bytes).hexdigest()}
+                "npy_sha256": sha256_file(npy_path), "keys_sha256": hashlib.sha256(keys_bytes).hexdigest()}
         _atomic_write_bytes(self.folder / f"{shard}{META_SUFFIX}", json.dumps(meta, sort_keys=True).encode())
         _atomic_write_bytes(self.folder / f"{shard}.keys", keys_bytes)  # last: the shard becomes visible
         stat = npy_path.stat()
@@ -231,7 +225,7 @@ def _verify(folder: Path, shard: str, keys: list[str]) -> np.ndarray:
     stat = npy_path.stat()
     stamp = (str(npy_path), stat.st_size, stat.st_mtime_ns)
     if stamp not in _VERIFIED:
-        if _sha256_file(npy_path) != npy_sha:
+        if sha256_file(npy_path) != npy_sha:
             raise ShardDamaged("vectors sha256 differs from its metadata")
     vectors = _load_npy(npy_path)
     if vectors.shape != (rows, dim):
@@ -262,7 +256,7 @@ def _adopt_legacy(npy_path: Path, meta_path: Path, keys: list[str]) -> np.ndarra
     if not np.all((norms == 0) | (np.abs(norms - 1.0) <= _NORM_TOLERANCE)):
         raise ShardDamaged("vectors are not unit-norm (garbled bytes)")
     meta = {"format": FORMAT, "rows": int(vectors.shape[0]), "dim": int(vectors.shape[1]), "dtype": "float32",
-            "npy_sha256": _sha256_file(npy_path),
+            "npy_sha256": sha256_file(npy_path),
             "keys_sha256": hashlib.sha256("\n".join(keys).encode("ascii")).hexdigest(), "adopted": True}
     try:
         _atomic_write_bytes(meta_path, json.dumps(meta, sort_keys=True).encode())
