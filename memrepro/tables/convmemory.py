@@ -54,15 +54,23 @@ def _kind(config: dict[str, Any]) -> str:
     return "other"
 
 
-def _model_key(model: dict[str, Any] | None) -> str:
-    """What identifies a trained model family in a config: published name, explicit path, or the recipe."""
+def _model_source(model: dict[str, Any] | None) -> tuple[str, Any]:
+    """Where a trained model family comes from, as its config says: ("published", name), ("path", folder or
+    template) or ("recipe", the recipe without smoke-run limits)."""
     model = model or {}
     if model.get("published"):
-        return f"published:{model['published']}"
+        return "published", model["published"]
     if model.get("path") or model.get("template"):
-        return f"path:{model.get('path') or model.get('template')}"
-    recipe = {k: v for k, v in (model.get("recipe") or {}).items() if k != "limit_queries"}
-    return "recipe:" + ",".join(f"{k}={recipe[k]}" for k in sorted(recipe))
+        return "path", model.get("path") or model.get("template")
+    return "recipe", {k: v for k, v in (model.get("recipe") or {}).items() if k != "limit_queries"}
+
+
+def _model_key(model: dict[str, Any] | None) -> str:
+    """What identifies a trained model family in a config (rows with one key are one row)."""
+    kind, value = _model_source(model)
+    if kind != "recipe":
+        return f"{kind}:{value}"
+    return "recipe:" + ",".join(f"{k}={value[k]}" for k in sorted(value))
 
 
 def _v1_variant(config: dict[str, Any]) -> str:
@@ -162,13 +170,13 @@ def _ce_text(config: dict[str, Any] | None) -> str:
 
     from memrepro.training.recipes import CrossEncoderRecipe
 
-    config = config or {}
-    if config.get("published"):
-        return f"CE: published {config['published']}"
-    if config.get("path") or config.get("template"):
-        return f"CE: {config.get('path') or config.get('template')}"
+    kind, value = _model_source(config)
+    if kind == "published":
+        return f"CE: published {value}"
+    if kind == "path":
+        return f"CE: {value}"
     default = asdict(CrossEncoderRecipe())
-    changed = {k: v for k, v in (config.get("recipe") or {}).items() if k != "limit_queries" and default.get(k) != v}
+    changed = {k: v for k, v in value.items() if default.get(k) != v}
     return "our CE, v2 recipe" + "".join(f", {k}={v}" for k, v in sorted(changed.items()))
 
 
