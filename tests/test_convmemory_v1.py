@@ -347,3 +347,36 @@ def test_a_damaged_checkpoint_is_refused_with_its_path(context: TrainingContext)
     with pytest.raises(CheckpointMismatchError, match="damaged checkpoint") as info:
         again(split)
     assert str(models.folder(split)) in str(info.value)
+
+
+def test_a_damaged_training_state_is_not_resumed_from(context: TrainingContext, tmp_path: Path, capsys) -> None:
+    """One flipped byte in the saved state: training restarts and ends where an uninterrupted run ends."""
+    split = context.benchmark.splits[0]
+    models = V1Models()
+    models.bind(context)
+    items = models.items(split)
+    clean = tmp_path / "a" / "seed7"
+    train_v1(items, models.teacher_for(split), clean, models.recipe, 7, models.architecture(),
+             {"identity": models.identity()}, progress=False)
+    calls = {"n": 0}
+
+    def teacher_that_dies(item: TrainItem) -> np.ndarray:
+        calls["n"] += 1
+        if calls["n"] == 2:
+            raise KeyboardInterrupt
+        return item.inputs.raw_scores[item.inputs.candidates]
+
+    damaged = tmp_path / "b" / "seed7"
+    with pytest.raises(KeyboardInterrupt):
+        train_v1(items, teacher_that_dies, damaged, models.recipe, 7, models.architecture(),
+                 {"identity": models.identity()}, progress=False)
+    state = damaged.parent / f"seed7{PARTIAL}"
+    data = bytearray(state.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    state.write_bytes(bytes(data))
+    train_v1(items, models.teacher_for(split), damaged, models.recipe, 7, models.architecture(),
+             {"identity": models.identity()}, progress=False)
+    assert f"ignoring {state}: damaged training state" in capsys.readouterr().out
+    a, _ = load_v1(clean)
+    b, _ = load_v1(damaged)
+    assert all(torch.allclose(x, y, atol=1e-6) for x, y in zip(_weights(a), _weights(b)))

@@ -20,6 +20,8 @@ uninterrupted run gives).
 
 from __future__ import annotations
 
+import hashlib
+import io
 import json
 import os
 import time
@@ -91,8 +93,8 @@ def train_v1(items: Sequence[TrainItem], teacher_of: Callable[[TrainItem], np.nd
     optimiser = torch.optim.AdamW(list(model.conv_model.parameters()) + list(model.scorer.parameters()),
                                   lr=recipe.lr, weight_decay=recipe.weight_decay)
     done, losses, seconds = 0, [], 0.0
-    if partial.is_file():
-        state = torch.load(partial, map_location="cpu", weights_only=False)
+    state = _load_partial(partial) if partial.is_file() else None
+    if state is not None:
         if state.get("identity") == info.get("identity"):
             model.load_official_state(state["model"])
             optimiser.load_state_dict(state["optimiser"])
@@ -139,9 +141,27 @@ def _save_partial(path: Path, model: ConvMemoryV1, optimiser, done: int, losses:
                   info: dict) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.parent / f".{path.name}.tmp-{uuid.uuid4().hex[:8]}"
+    buffer = io.BytesIO()
     torch.save({"identity": info.get("identity"), "model": model.official_state(),
-                "optimiser": optimiser.state_dict(), "done": done, "losses": losses, "seconds": seconds}, tmp)
+                "optimiser": optimiser.state_dict(), "done": done, "losses": losses, "seconds": seconds}, buffer)
+    blob = buffer.getvalue()  # stored with its digest: a damaged state is detected, never resumed from
+    torch.save({"sha256": hashlib.sha256(blob).hexdigest(), "state": blob}, tmp)
     os.replace(tmp, path)
+
+
+def _load_partial(path: Path) -> dict | None:
+    """The saved training state, or None (with one line naming the file) when it is damaged: training then
+    restarts from the beginning instead of continuing from altered weights."""
+    try:
+        outer = torch.load(path, map_location="cpu", weights_only=False)
+        blob = outer["state"]
+        if hashlib.sha256(blob).hexdigest() != outer["sha256"]:
+            raise ValueError("sha256 mismatch")
+        return torch.load(io.BytesIO(blob), map_location="cpu", weights_only=False)
+    except Exception as exc:  # noqa: BLE001 - any unreadable state means: do not resume from it
+        print(f"  ignoring {path}: damaged training state ({type(exc).__name__}: {exc}); training restarts",
+              flush=True)
+        return None
 
 
 def save_v1(model: ConvMemoryV1, out_dir: Path, log: dict[str, Any], embedding_model: str | None = None) -> None:
