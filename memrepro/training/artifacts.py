@@ -24,7 +24,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from memrepro.errors import MemreproError
+from memrepro.errors import EXIT_BAD_INPUT, MemreproError
 from memrepro.models.cross_encoder import TRAINING_INFO
 from memrepro.provenance import config_hash
 from memrepro.search import EpisodeIndex
@@ -32,11 +32,15 @@ from memrepro.types import Benchmark, Query, Split
 
 
 class CheckpointMismatchError(MemreproError):
-    """A checkpoint trained for another recipe, base model, data or encoder than the run asks for."""
+    """A checkpoint trained for another recipe, base model, data or encoder than the run asks for, or damaged."""
+
+    exit_code = EXIT_BAD_INPUT
 
 
 class MissingArtifactError(MemreproError):
-    """No trained model for a split and training on demand is off."""
+    """No trained model at a configured path, or none for a split while training on demand is off."""
+
+    exit_code = EXIT_BAD_INPUT
 
 
 @dataclass
