@@ -203,3 +203,58 @@ def test_cascade_refuses_forbidden_fields_before_scoring() -> None:
     with pytest.raises(ValueError, match="field 'gold_ids' is not allowed at inference"):
         cascade.retrieve([RetrievalInput("q", "q", "e")], np.zeros((1, 2), np.float32), Index())  # type: ignore
     assert not Scorer.called
+
+
+class _TextScorer:
+    """A deterministic stand-in cross-encoder: the score depends on the pair's text only."""
+
+    def score(self, pairs):
+        import hashlib
+
+        return np.array([int.from_bytes(hashlib.sha256((a + b).encode()).digest()[:4], "little") / 2 ** 32
+                         for a, b in pairs], np.float32)
+
+
+@pytest.mark.parametrize("arm", ["shuffled_memory_text", "random_other_query_text"])
+def test_corrupted_arms_rank_the_same_for_any_batch_size(arm: str, fixtures_dir: Path) -> None:
+    """Corruption is seeded per question and donors come from the split, so neither the batch size nor the other
+    questions of a batch change a ranking (and a batch of one still finds donors)."""
+    from memrepro.retrievers.base import RetrievalInput
+    from memrepro.retrievers.dense import DenseRetriever
+    from memrepro.search import build_index
+
+    bench = load_locomo(fixtures_dir, file=TWO)
+    rng = np.random.default_rng(0)
+    vectors = {e: rng.standard_normal((len(ep.memories), 8)).astype(np.float32) for e, ep in bench.episodes.items()}
+    index = build_index(bench.episodes, vectors)
+    queries = [RetrievalInput(q.id, q.text, q.episode_id) for q in bench.queries]
+    qv = rng.standard_normal((len(queries), 8)).astype(np.float32)
+    split = Split("both", test_episode_ids=tuple(bench.episodes))  # donors need another conversation
+
+    def rankings(batch_size: int) -> list[list[int]]:
+        cascade = CascadeRetriever(DenseRetriever(mode="full"), _TextScorer(), arm=arm, arm_seed=3)
+        cascade.for_split(split)
+        out = []
+        for start in range(0, len(queries), batch_size):
+            results = cascade.retrieve(queries[start:start + batch_size], qv[start:start + batch_size], index)
+            out += [r.hits.positions[:10].tolist() for r in results]
+        return out
+
+    one = rankings(1)
+    assert one == rankings(7) == rankings(1024)
+    clean = CascadeRetriever(DenseRetriever(mode="full"), _TextScorer())
+    clean.for_split(split)
+    assert one != [r.hits.positions[:10].tolist() for r in clean.retrieve(queries, qv, index)]  # it corrupts
+
+
+def test_random_other_query_text_draws_from_other_conversations_only() -> None:
+    from memrepro.retrievers.cascade import DonorTexts, corrupt_texts
+
+    donors = DonorTexts({"a": ["a1", "a2"], "b": ["b1"], "c": ["c1", "c2"]})
+    candidates = [{"id": str(i), "text": f"a{i}", "position": i} for i in range(6)]
+    texts = corrupt_texts("random_other_query_text", "q1", candidates, donors.excluding("a"), 0)
+    assert len(texts) == 6 and set(texts) <= {"b1", "c1", "c2"}
+    assert texts == corrupt_texts("random_other_query_text", "q1", candidates, donors.excluding("a"), 0)
+    assert corrupt_texts("full_text", "q1", candidates, (), 0) is None
+    with pytest.raises(ValueError, match="no other conversation"):
+        corrupt_texts("random_other_query_text", "q1", candidates, DonorTexts({"a": ["x"]}).excluding("a"), 0)

@@ -8,6 +8,7 @@ before anything is scored.
 
 from __future__ import annotations
 
+import hashlib
 import re
 import time
 from typing import Any, Callable, Literal, Mapping, Sequence
@@ -71,6 +72,47 @@ def derangement(n: int, rng: np.random.Generator) -> np.ndarray:
         order = rng.permutation(n)
         if not np.any(order == np.arange(n)):
             return order
+
+
+def arm_rng(arm_seed: int, query_id: str) -> np.random.Generator:
+    """One generator per (seed, question): a corrupted arm ranks the same whatever the batch size, the batch's
+    other questions or a resume (``hash()`` is salted per process, so the key is a sha256)."""
+    digest = hashlib.sha256(f"{arm_seed}\0{query_id}".encode()).digest()
+    return np.random.default_rng(int.from_bytes(digest[:8], "little"))
+
+
+def corrupt_texts(arm: str, query_id: str, candidates: Sequence[Mapping[str, Any]],
+                  donors: Sequence[str], arm_seed: int) -> list[str] | None:
+    """The replacement texts of a corrupted-text arm (None: the arm keeps the texts), shared by inference and
+    training. ``shuffled_memory_text``: a seeded derangement of the candidates' own texts.
+    ``random_other_query_text``: each text drawn from ``donors``, the memories of the split's *other*
+    conversations (so never the question's own evidence), instead of another question's top 10, which would depend
+    on which questions share a batch."""
+    if arm == "shuffled_memory_text":
+        order = derangement(len(candidates), arm_rng(arm_seed, query_id))
+        return [str(candidates[j]["text"]) for j in order]
+    if arm == "random_other_query_text":
+        if not donors:
+            raise ValueError(f"arm random_other_query_text: question {query_id} has no other conversation to draw "
+                             f"texts from (the split needs at least two conversations)")
+        rng = arm_rng(arm_seed, query_id)
+        return [donors[int(i)] for i in rng.integers(len(donors), size=len(candidates))]
+    return None
+
+
+class DonorTexts:
+    """The texts ``random_other_query_text`` draws from: every memory of the pool's conversations except the
+    question's own, in episode order (cached per conversation)."""
+
+    def __init__(self, texts_by_episode: Mapping[str, Sequence[str]]) -> None:
+        self.texts_by_episode = dict(texts_by_episode)
+        self._cache: dict[str, list[str]] = {}
+
+    def excluding(self, episode_id: str) -> list[str]:
+        if episode_id not in self._cache:
+            self._cache[episode_id] = [t for e, texts in self.texts_by_episode.items() if e != episode_id
+                                       for t in texts]
+        return self._cache[episode_id]
 
 
 def protected_rerank(positions: np.ndarray, first_scores: np.ndarray, ce_scores: np.ndarray,
@@ -138,21 +180,28 @@ class CascadeRetriever(CrossEncoderStage):
         if arm not in ARMS:
             raise ValueError(f"cascade arm must be one of {ARMS}, got {arm!r}")
         self.first_stage, self.protected, self.arm, self.arm_seed = first_stage, protected, arm, arm_seed
+        self._split_episodes: tuple[str, ...] = ()
+        self._donor_pool: tuple[tuple[str, ...], DonorTexts] | None = None
         self._set_cross_encoder(cross_encoder)
         if hasattr(self._scorer_for, "use_arm"):
             self._scorer_for.use_arm(arm)
+
+    def for_split(self, split: Split) -> None:
+        super().for_split(split)
+        self._split_episodes = tuple(split.test_episode_ids)  # the donor pool of random_other_query_text
 
     def retrieve(self, queries: Sequence[RetrievalInput], query_vectors: np.ndarray,
                  index: EpisodeIndex) -> list[Retrieved]:
         self._check_ready(index)
         first = self.first_stage.retrieve(queries, query_vectors, index)
-        rng = np.random.default_rng(self.arm_seed)
         prefixes = [self._candidates(q, r.hits, index) for q, r in zip(queries, first)]
         pairs: list[tuple[str, str]] = []
         spans = []
-        for i, (query, candidates) in enumerate(zip(queries, prefixes)):
+        for query, candidates in zip(queries, prefixes):
             check_candidates(candidates)  # the contract holds before anything is scored
-            texts = self._arm_texts(i, candidates, prefixes, rng)
+            donors = (self._donors(index).excluding(query.episode_id) if self.arm == "random_other_query_text"
+                      else ())
+            texts = corrupt_texts(self.arm, query.query_id, candidates, donors, self.arm_seed)
             spans.append((len(pairs), len(pairs) + len(candidates)))
             pairs += v2_pairs(query.text, candidates, self.arm, texts)
         start = time.perf_counter()
@@ -171,18 +220,13 @@ class CascadeRetriever(CrossEncoderStage):
         return [{"id": memories[p].id, "text": memories[p].text,
                  "position": memory_position(memories[p].id, rank)} for rank, p in enumerate(head.tolist())]
 
-    def _arm_texts(self, i: int, candidates: list[dict], all_candidates: list[list[dict]],
-                   rng: np.random.Generator) -> list[str] | None:
-        if self.arm == "shuffled_memory_text":
-            order = derangement(len(candidates), rng)
-            return [candidates[j]["text"] for j in order]
-        if self.arm == "random_other_query_text":
-            others = [j for j in range(len(all_candidates)) if j != i and all_candidates[j]]
-            if not others:
-                return None
-            donor = all_candidates[int(rng.choice(others))]
-            return [donor[int(rng.integers(len(donor)))]["text"] for _ in candidates]
-        return None
+    def _donors(self, index: EpisodeIndex) -> DonorTexts:
+        """The split's test conversations (all of the index's when no split was given)."""
+        episodes = self._split_episodes or tuple(index.episodes)
+        if self._donor_pool is None or self._donor_pool[0] != episodes:
+            self._donor_pool = (episodes, DonorTexts({e: [m.text for m in index.episodes[e].memories]
+                                                      for e in episodes if e in index.episodes}))
+        return self._donor_pool[1]
 
     def describe(self) -> dict:
         return {"name": self.name, "first_stage": self.first_stage.describe(), "protected": self.protected,

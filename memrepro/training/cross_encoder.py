@@ -23,7 +23,8 @@ import numpy as np
 
 from memrepro.evaluation.freeze import FrozenRanking
 from memrepro.models.cross_encoder import TRAINING_INFO, CrossEncoderScorer
-from memrepro.retrievers.cascade import ARMS, check_candidates, derangement, memory_position, v2_pairs
+from memrepro.retrievers.cascade import (ARMS, DonorTexts, check_candidates, corrupt_texts, memory_position,
+                                         v2_pairs)
 from memrepro.training.artifacts import PerSeedArtifact, published_folder, weights_sha256
 from memrepro.training.recipes import CrossEncoderRecipe
 from memrepro.types import Benchmark, Split
@@ -35,6 +36,7 @@ class TrainRecord:
     query: str
     candidates: tuple[dict[str, Any], ...]  # {id, text, position}: what inference sees, nothing more
     gold_ids: tuple[str, ...]  # kept apart from the candidates (the inference contract)
+    episode_id: str = ""  # the conversation: random_other_query_text draws from the others
 
 
 @dataclass
@@ -62,13 +64,16 @@ def build_records(benchmark: Benchmark, split: Split, rankings: dict[str, Frozen
         candidates = tuple({"id": m, "text": by_id[m].text, "position": memory_position(m, rank)}
                            for rank, m in enumerate(head))
         check_candidates(candidates)
-        records.append(TrainRecord(query.id, query.text, candidates, tuple(query.gold)))
+        records.append(TrainRecord(query.id, query.text, candidates, tuple(query.gold), query.episode_id))
     return records
 
 
 def train(records: Sequence[TrainRecord], base_path: str, out_dir: Path, recipe: Recipe,
-          base_label: str, device: str = "cpu", log_every: int = 20, info: dict | None = None) -> dict[str, Any]:
-    """Train and save to ``out_dir`` (atomically). Returns the training log."""
+          base_label: str, device: str = "cpu", log_every: int = 20, info: dict | None = None,
+          donors: DonorTexts | None = None) -> dict[str, Any]:
+    """Train and save to ``out_dir`` (atomically). Returns the training log. A corrupted-text arm corrupts each
+    record as inference does (``corrupt_texts``, seeded by the split seed and the question; ``donors``: the dev
+    conversations' memories)."""
     import torch
     from sentence_transformers import CrossEncoder
 
@@ -88,7 +93,8 @@ def train(records: Sequence[TrainRecord], base_path: str, out_dir: Path, recipe:
     optimiser = torch.optim.AdamW(network.parameters(), lr=recipe.lr, weight_decay=recipe.weight_decay)
     schedule = torch.optim.lr_scheduler.LambdaLR(
         optimiser, lambda s: (s + 1) / warmup if s < warmup else max(0.0, (steps - s) / max(1, steps - warmup)))
-    rng = np.random.default_rng(recipe.seed)
+    if recipe.arm == "random_other_query_text" and donors is None:
+        raise ValueError("arm random_other_query_text needs donors (the dev conversations' memory texts)")
     losses, masked, started = [], 0, time.perf_counter()
     for epoch in range(recipe.epochs):
         for step, batch in enumerate(batches):
@@ -100,13 +106,8 @@ def train(records: Sequence[TrainRecord], base_path: str, out_dir: Path, recipe:
                 if not target.any():
                     masked += 1
                     continue
-                texts = None
-                if recipe.arm == "shuffled_memory_text":
-                    texts = [record.candidates[j]["text"] for j in derangement(len(record.candidates), rng)]
-                elif recipe.arm == "random_other_query_text":
-                    donor = records[int(rng.integers(len(records)))]
-                    texts = [donor.candidates[int(rng.integers(len(donor.candidates)))]["text"]
-                             for _ in record.candidates]
+                pool = donors.excluding(record.episode_id) if donors is not None else ()
+                texts = corrupt_texts(recipe.arm, record.query_id, record.candidates, pool, recipe.seed)
                 pairs = v2_pairs(record.query, record.candidates, recipe.arm, texts)
                 spans.append((len(lefts), len(lefts) + len(pairs)))
                 lefts += [p[0] for p in pairs]
@@ -229,7 +230,8 @@ class TrainedCrossEncoders(PerSeedArtifact):
                    if r.query_id in rankings]
         base_path, base_label = self.base()
         recipe = Recipe(**{**asdict(self.recipe), "seed": int(split.seed or 0)})
-        log = train(records, base_path, out_dir, recipe, base_label, device=ctx.device,
+        donors = DonorTexts({e: [m.text for m in ctx.benchmark.episodes[e].memories] for e in split.dev_episode_ids})
+        log = train(records, base_path, out_dir, recipe, base_label, device=ctx.device, donors=donors,
                     info={"identity": self.identity(), "split": split.name, "seed": split.seed})
         print(f"  cross-encoder seed {split.seed}: {log['steps']} steps in {log['train_seconds']:.0f} s, loss "
               f"{log['loss_first']:.3f} -> {log['loss_last_mean']:.3f}", flush=True)
