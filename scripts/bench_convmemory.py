@@ -4,6 +4,11 @@ cross-encoders. Batch-1 (one query per call, interleaved round robin so drift hi
 amortized (all questions in one call). Models are found by recipe hash (or trained on demand, as in `run`).
 
     python scripts/bench_convmemory.py --seed 7 --queries 100
+
+A cost does not depend on a model's weights, only on its architecture and input lengths. ``--cost-ce same`` gives
+the cascade over dense and the full pool the v1 + v2 cross-encoder of the seed (same backbone, same recipe), so the
+full pool / cascade ratio can be measured before the cascade-over-dense models are trained; rankings of those two
+rows are then meaningless and the output says so.
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ METHODS = {  # name -> run overrides (the same configs `python -m memrepro run` 
     "cascade over dense": ["retriever=cascade", "first_stage=dense"],
     "full pool (same CE)": ["retriever=fullpool_trained"],
 }
+COST_ONLY = ("cascade over dense", "full pool (same CE)")  # the rows --cost-ce same gives the v1+v2 weights
 
 
 def main() -> None:
@@ -33,11 +39,14 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=100)
     parser.add_argument("--rounds", type=int, default=1, help="batch-1 passes over the queries")
     parser.add_argument("--skip", nargs="*", default=[], help="methods to leave out")
+    parser.add_argument("--cost-ce", choices=["own", "same"], default="own",
+                        help="same: the dense-stage rows use the v1+v2 cross-encoder (cost only, see above)")
     args = parser.parse_args()
 
     import memrepro.config  # noqa: F401
     from memrepro.models.encoder import resolve_device
     from memrepro.retrievers.base import RetrievalInput
+    from memrepro.models.cross_encoder import CrossEncoderScorer
     from memrepro.runner import build, encode_and_index, load_benchmark
     from memrepro.training.artifacts import TrainingContext
 
@@ -54,7 +63,16 @@ def main() -> None:
         for name, overrides in METHODS.items():
             if name in args.skip:
                 continue
-            retriever = build(compose("config", [f"dataset.seeds=[{args.seed}]", *overrides]).retriever)
+            config = compose("config", [f"dataset.seeds=[{args.seed}]", *overrides]).retriever
+            retriever = build(config)
+            if args.cost_ce == "same" and name in COST_ONLY:
+                # cost only: the same architecture, recipe and max length, the v1+v2 weights of the seed
+                weights = retrievers["v1+v2"].scorer.resolved.path
+                retriever._set_cross_encoder(CrossEncoderScorer(weights, path=weights,
+                                                                max_length=config.cross_encoder.max_length))
+                retriever.for_split(split)
+                retrievers[name] = retriever
+                continue
             if hasattr(retriever, "bind_training"):
                 retriever.bind_training(context)
                 retriever.for_split(split)
@@ -78,6 +96,8 @@ def main() -> None:
         amortized[name] = 1000 * (time.perf_counter() - start) / len(queries)
     print(f"LoCoMo seed {args.seed}, {len(queries)} test questions, one process, {os.cpu_count()} CPUs, "
           f"device {device}")
+    if args.cost_ce == "same":
+        print(f"{', '.join(COST_ONLY)}: cost only (the v1+v2 cross-encoder's weights; their rankings mean nothing)")
     print(f"| method | batch-1 mean ms | batch-1 median ms | amortized ms |")
     print("|---|---|---|---|")
     for name in retrievers:
