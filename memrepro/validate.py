@@ -96,6 +96,33 @@ RETRIEVER_RULES: Mapping[str, Rule] = {
     "arm": _one_of(*ARMS),
 }
 
+def _optional(rule: Rule) -> Rule:
+    return Rule(lambda v: v is None or rule.ok(v), rule.allowed + " or null")
+
+
+# training recipes (``retriever.cross_encoder.recipe.*``, ``retriever.model.recipe.*``): the fields of
+# ``memrepro.training.recipes``, checked here so a bad value fails before a model is built or trained
+RECIPE_RULES: Mapping[str, Rule] = {
+    "lr": _above(0.0),
+    "head_lr": _optional(_above(0.0)),
+    "weight_decay": _above(0.0, inclusive=True),
+    "epochs": _int_at_least(1),
+    "batch_records": _int_at_least(1),
+    "max_length": _int_at_least(8),
+    "protected": _int_at_least(1),
+    "limit_queries": _int_at_least(1, optional=True),
+    "init_seed": _int_at_least(0, optional=True),
+    "pairwise_weight": _above(0.0, inclusive=True),
+    "gold_weight": _above(0.0, inclusive=True),
+    "first_rank_weight": _above(0.0, inclusive=True),
+    "pairwise_top_k": _int_at_least(1),
+    "pairwise_bottom_k": _int_at_least(1),
+    "teacher_temperature": _above(0.0),
+    "teacher": _one_of("dense", "cross_encoder"),
+    "first_rank_target": _one_of("best_gold", "teacher"),
+}
+
+
 def _dataset_rules() -> dict[str, dict[str, Rule]]:
     """By the loader's module; the allowed names are the loaders' own constants (these modules load no torch)."""
     from memrepro.datasets import locomo, longmemeval, personabench, personamem
@@ -145,8 +172,13 @@ def _plain(node: Any) -> Any:
 def _walk_retriever(node: Mapping[str, Any], prefix: str) -> None:
     for name, value in node.items():
         if isinstance(value, Mapping):
-            if "_target_" in value and "retrievers" in str(value.get("_target_")):
-                _walk_retriever(value, f"{prefix}.{name}")  # a nested retriever (a cascade's first stage)
+            target = str(value.get("_target_", ""))
+            if "retrievers" in target or "training" in target:
+                _walk_retriever(value, f"{prefix}.{name}")  # a nested retriever or a trained-model resolver
+            elif name == "recipe":
+                for field_name, rule in RECIPE_RULES.items():
+                    if field_name in value:
+                        _check(f"{prefix}.recipe.{field_name}", value[field_name], rule)
             continue
         if name in RETRIEVER_RULES:
             _check(f"{prefix}.{name}", value, RETRIEVER_RULES[name])

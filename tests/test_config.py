@@ -165,6 +165,23 @@ def test_range_checks_name_key_value_and_range(override: str, key: str) -> None:
     assert caught.value.exit_code == 2
 
 
+@pytest.mark.parametrize("override,key", [
+    ("cross_encoder.recipe.lr=0", "retriever.cross_encoder.recipe.lr"),
+    ("cross_encoder.recipe.head_lr=-1", "retriever.cross_encoder.recipe.head_lr"),
+    ("cross_encoder.recipe.epochs=0", "retriever.cross_encoder.recipe.epochs"),
+    ("first_stage.model.recipe.teacher_temperature=0", "retriever.first_stage.model.recipe.teacher_temperature"),
+    ("first_stage.model.recipe.teacher=gpt", "retriever.first_stage.model.recipe.teacher"),
+])
+def test_training_recipe_ranges_are_checked_before_anything_trains(override: str, key: str) -> None:
+    from memrepro.errors import ConfigError
+    from memrepro.validate import validate_run_config
+
+    validate_run_config(composed("retriever=cascade", "runtime.device=cpu"))  # the defaults pass
+    with pytest.raises(ConfigError) as caught:
+        validate_run_config(composed("retriever=cascade", override, "runtime.device=cpu"))
+    assert caught.value.key == key and caught.value.exit_code == 2
+
+
 def test_a_cascade_first_stage_is_checked_as_a_retriever() -> None:
     from memrepro.errors import ConfigError
     from memrepro.validate import validate_retriever

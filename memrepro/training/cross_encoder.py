@@ -90,7 +90,11 @@ def train(records: Sequence[TrainRecord], base_path: str, out_dir: Path, recipe:
     batches = [order[i:i + recipe.batch_records] for i in range(0, len(order), recipe.batch_records)]
     steps = max(1, len(batches) * recipe.epochs)
     warmup = min(100, steps // 10)
-    optimiser = torch.optim.AdamW(network.parameters(), lr=recipe.lr, weight_decay=recipe.weight_decay)
+    head = [p for name, p in network.named_parameters() if name.startswith("classifier")]
+    body = [p for name, p in network.named_parameters() if not name.startswith("classifier")]
+    optimiser = torch.optim.AdamW([{"params": body, "lr": recipe.lr},
+                                   {"params": head, "lr": recipe.head_lr or recipe.lr}],
+                                  weight_decay=recipe.weight_decay)
     schedule = torch.optim.lr_scheduler.LambdaLR(
         optimiser, lambda s: (s + 1) / warmup if s < warmup else max(0.0, (steps - s) / max(1, steps - warmup)))
     if recipe.arm == "random_other_query_text" and donors is None:
@@ -203,7 +207,7 @@ class TrainedCrossEncoders(PerSeedArtifact):
     def recipe_identity(self) -> dict[str, Any]:
         stage = self.record_stage
         stage_id = getattr(stage, "artifact_identity", None)
-        return {"recipe": asdict(self.recipe), "base": self.base()[1],
+        return {"recipe": self.recipe.hashed(), "base": self.base()[1],
                 "record_stage": stage_id() if stage_id else stage.describe()}
 
     @property

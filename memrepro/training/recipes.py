@@ -60,3 +60,20 @@ class CrossEncoderRecipe:
     max_length: int = 256
     protected: int = 10
     limit_queries: Optional[int] = None  # smoke runs / fixtures
+    head_lr: Optional[float] = None  # the fresh classification head's lr (None: lr); a bi-encoder backbone's head
+    #                                  starts random and at 2e-5 barely moves in ~130 steps
+
+    # knobs added after checkpoints were trained: hashed only when set, so earlier recipes keep their hash
+    ADDED_LATER = {"head_lr": None}
+
+    def __post_init__(self) -> None:
+        if self.lr <= 0 or (self.head_lr is not None and self.head_lr <= 0) or self.weight_decay < 0:
+            raise ValueError("cross-encoder recipe: lr > 0, head_lr > 0 (or null), weight_decay >= 0")
+        if self.epochs < 1 or self.batch_records < 1 or self.protected < 1:
+            raise ValueError("cross-encoder recipe: epochs, batch_records and protected must be >= 1")
+
+    def hashed(self) -> dict:
+        """The recipe as its identity hashes it."""
+        from dataclasses import asdict
+
+        return {k: v for k, v in asdict(self).items() if k not in self.ADDED_LATER or v != self.ADDED_LATER[k]}
