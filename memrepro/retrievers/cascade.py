@@ -159,6 +159,11 @@ class CrossEncoderStage:
             self.scorer = self._scorer_for(split)
 
     @property
+    def cross_encoders(self) -> Any:
+        """The per-split resolver (e.g. ``TrainedCrossEncoders``), None when one fixed scorer was given."""
+        return self._scorer_for
+
+    @property
     def cross_encoder_label(self) -> str:
         """The loaded scorer's label (after the last ``for_split``, the last split's model), else "per-split"."""
         return getattr(self.scorer, "label", "per-split")

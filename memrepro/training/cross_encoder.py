@@ -218,7 +218,8 @@ class TrainedCrossEncoders(PerSeedArtifact):
             return f"checkpoint {self.path}"
         return f"per-seed retrained from {self.base()[1]}"
 
-    def train(self, split: Split, out_dir: Path) -> None:
+    def records(self, split: Split) -> list[TrainRecord]:
+        """The split's dev questions as training records: the record stage's protected top, gold kept apart."""
         from memrepro.evaluation.freeze import freeze
         from memrepro.retrievers.base import RetrievalInput
 
@@ -230,12 +231,18 @@ class TrainedCrossEncoders(PerSeedArtifact):
                                  np.stack([ctx.query_vectors[q.id] for q in dev]), ctx.index)
         rankings = {q.id: freeze(q.id, r.hits, ctx.benchmark.episodes[q.episode_id], stage.order)
                     for q, r in zip(dev, results)}
-        records = [r for r in build_records(ctx.benchmark, split, rankings, self.recipe.protected)
-                   if r.query_id in rankings]
+        return [r for r in build_records(ctx.benchmark, split, rankings, self.recipe.protected)
+                if r.query_id in rankings]
+
+    def donors(self, episode_ids: Sequence[str]) -> DonorTexts:
+        return DonorTexts({e: [m.text for m in self.context.benchmark.episodes[e].memories] for e in episode_ids})
+
+    def train(self, split: Split, out_dir: Path) -> None:
+        records = self.records(split)
         base_path, base_label = self.base()
         recipe = Recipe(**{**asdict(self.recipe), "seed": int(split.seed or 0)})
-        donors = DonorTexts({e: [m.text for m in ctx.benchmark.episodes[e].memories] for e in split.dev_episode_ids})
-        log = train(records, base_path, out_dir, recipe, base_label, device=ctx.device, donors=donors,
+        log = train(records, base_path, out_dir, recipe, base_label, device=self.context.device,
+                    donors=self.donors(split.dev_episode_ids),
                     info={"identity": self.identity(), "split": split.name, "seed": split.seed})
         print(f"  cross-encoder seed {split.seed}: {log['steps']} steps in {log['train_seconds']:.0f} s, loss "
               f"{log['loss_first']:.3f} -> {log['loss_last_mean']:.3f}", flush=True)
