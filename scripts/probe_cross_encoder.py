@@ -68,7 +68,7 @@ def main() -> None:
     recipe = Recipe(**{**asdict(resolver.recipe), "seed": args.seed})
     base_path, base_label = resolver.base()
     with tempfile.TemporaryDirectory() as tmp:
-        log = train(fits, base_path, Path(tmp) / "probe", recipe, base_label, device=device, log_every=0,
+        log = train(fits, base_path, Path(tmp) / "probe", recipe, base_label, device=device, progress=False,
                     donors=resolver.donors([e for e in split.dev_episode_ids if e != held]))
         scorer = CrossEncoderScorer(str(Path(tmp) / "probe"), path=str(Path(tmp) / "probe"),
                                     max_length=recipe.max_length)

@@ -258,3 +258,63 @@ def test_random_other_query_text_draws_from_other_conversations_only() -> None:
     assert corrupt_texts("full_text", "q1", candidates, (), 0) is None
     with pytest.raises(ValueError, match="no other conversation"):
         corrupt_texts("random_other_query_text", "q1", candidates, DonorTexts({"a": ["x"]}).excluding("a"), 0)
+
+
+@pytest.mark.real_model
+@pytest.mark.skipif(not _minilm_installed(), reason="MiniLM bundle not installed")
+def test_cross_encoder_training_resumes_after_an_interruption(tmp_path: Path, monkeypatch) -> None:
+    """Killed mid-way, the rerun continues from the saved state (weights, optimiser, schedule, dropout RNG) and
+    ends with the weights an uninterrupted run ends with; a damaged state is not resumed from."""
+    import torch
+    from sentence_transformers import CrossEncoder
+
+    import memrepro.training.cross_encoder as trainer
+    from memrepro.models.resolve import resolve_model
+    from memrepro.training.cross_encoder import Recipe, TrainRecord, train
+    from memrepro.training.state import PARTIAL
+
+    base = resolve_model("sentence-transformers/all-MiniLM-L6-v2").path
+    records = [TrainRecord(f"q{i}", f"what did person {i} adopt?",
+                           tuple({"id": f"D1:{j}", "text": f"Person {j}: I adopted a {['cat', 'dog', 'fish'][j]}",
+                                  "position": j} for j in range(3)), (f"D1:{i % 3}",), "e") for i in range(6)]
+    recipe = Recipe(batch_records=2, epochs=2, max_length=32, lr=1e-4, seed=7)
+    info = {"identity": {"test": 1}}
+    train(records, base, tmp_path / "a" / "seed7", recipe, "MiniLM", info=info, checkpoint_every_s=0, progress=False)
+
+    real, calls = trainer.corrupt_texts, {"n": 0}
+
+    def dies_on_the_ninth_record(*args, **kwargs):
+        calls["n"] += 1
+        if calls["n"] == 9:
+            raise KeyboardInterrupt
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(trainer, "corrupt_texts", dies_on_the_ninth_record)
+    out = tmp_path / "b" / "seed7"
+    with pytest.raises(KeyboardInterrupt):
+        train(records, base, out, recipe, "MiniLM", info=info, checkpoint_every_s=0, progress=False)
+    partial = out.parent / f"seed7{PARTIAL}"
+    assert partial.is_file() and not out.exists()
+    monkeypatch.setattr(trainer, "corrupt_texts", real)
+    log = train(records, base, out, recipe, "MiniLM", info=info, checkpoint_every_s=0, progress=False)
+    assert log["steps"] == 6 and not partial.exists()
+    a = CrossEncoder(str(tmp_path / "a" / "seed7")).model.state_dict()
+    b = CrossEncoder(str(out)).model.state_dict()
+    assert all(torch.allclose(a[k], b[k], atol=1e-6) for k in a)
+    assert not torch.allclose(a["classifier.weight"], CrossEncoder(base, num_labels=1).model.state_dict()[
+        "classifier.weight"])  # it trained
+
+    # a damaged state (one flipped byte) is named and not resumed from: training restarts and ends the same
+    calls["n"] = 0
+    monkeypatch.setattr(trainer, "corrupt_texts", dies_on_the_ninth_record)
+    damaged = tmp_path / "c" / "seed7"
+    with pytest.raises(KeyboardInterrupt):
+        train(records, base, damaged, recipe, "MiniLM", info=info, checkpoint_every_s=0, progress=False)
+    state = damaged.parent / f"seed7{PARTIAL}"
+    blob = bytearray(state.read_bytes())
+    blob[len(blob) // 2] ^= 0xFF
+    state.write_bytes(bytes(blob))
+    monkeypatch.setattr(trainer, "corrupt_texts", real)
+    train(records, base, damaged, recipe, "MiniLM", info=info, checkpoint_every_s=0, progress=False)
+    c = CrossEncoder(str(damaged)).model.state_dict()
+    assert all(torch.allclose(a[k], c[k], atol=1e-6) for k in a)

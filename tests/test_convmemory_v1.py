@@ -20,7 +20,8 @@ from memrepro.retrievers.base import RetrievalInput
 from memrepro.retrievers.convmemory_v1 import ConvMemoryV1Retriever, v1_rerank
 from memrepro.search import Hits, build_index, search
 from memrepro.training.artifacts import CheckpointMismatchError, MissingArtifactError, TrainingContext
-from memrepro.training.convmemory_v1 import (PARTIAL, TrainItem, V1Models, V1Recipe, item_loss, load_v1, save_v1,
+from memrepro.training.state import PARTIAL
+from memrepro.training.convmemory_v1 import (TrainItem, V1Models, V1Recipe, item_loss, load_v1, save_v1,
                                              train_v1)
 
 TWO = "locomo/locomo10_two_conversations.json"

@@ -20,8 +20,6 @@ uninterrupted run gives).
 
 from __future__ import annotations
 
-import hashlib
-import io
 import json
 import os
 import time
@@ -36,10 +34,10 @@ import torch
 from memrepro.models.convmemory_v1 import ConvMemoryV1, QueryInputs, V1Architecture, features, sliding_windows
 from memrepro.models.cross_encoder import TRAINING_INFO
 from memrepro.training.artifacts import PerSeedArtifact, published_folder, weights_sha256
+from memrepro.training.state import load_state, partial_path, save_state
 from memrepro.training.recipes import V1Recipe
 from memrepro.types import Split
 
-PARTIAL = ".partial.pt"  # resumable training state, beside the output folder
 
 
 @dataclass(frozen=True)
@@ -87,21 +85,18 @@ def train_v1(items: Sequence[TrainItem], teacher_of: Callable[[TrainItem], np.nd
     ``memrepro_training.json``. Resumes from ``out_dir``'s partial state when one exists for the same identity."""
     from tqdm.auto import tqdm
 
-    partial = out_dir.parent / f"{out_dir.name}{PARTIAL}"
+    partial = partial_path(out_dir)
     torch.manual_seed(seed if recipe.init_seed is None else recipe.init_seed)
     model = ConvMemoryV1(architecture)
     optimiser = torch.optim.AdamW(list(model.conv_model.parameters()) + list(model.scorer.parameters()),
                                   lr=recipe.lr, weight_decay=recipe.weight_decay)
     done, losses, seconds = 0, [], 0.0
-    state = _load_partial(partial) if partial.is_file() else None
+    state = load_state(partial, info.get("identity"))
     if state is not None:
-        if state.get("identity") == info.get("identity"):
-            model.load_official_state(state["model"])
-            optimiser.load_state_dict(state["optimiser"])
-            done, losses, seconds = state["done"], state["losses"], state["seconds"]
-            print(f"  resuming from {partial}: {done} of {len(items) * recipe.epochs} steps done", flush=True)
-        else:
-            print(f"  ignoring {partial}: it belongs to another recipe", flush=True)
+        model.load_official_state(state["model"])
+        optimiser.load_state_dict(state["optimiser"])
+        done, losses, seconds = state["done"], state["losses"], state["seconds"]
+        print(f"  resuming from {partial}: {done} of {len(items) * recipe.epochs} steps done", flush=True)
     model.train()
     total = len(items) * recipe.epochs
     last_save, started = time.perf_counter(), time.perf_counter() - seconds
@@ -139,29 +134,8 @@ def train_v1(items: Sequence[TrainItem], teacher_of: Callable[[TrainItem], np.nd
 
 def _save_partial(path: Path, model: ConvMemoryV1, optimiser, done: int, losses: list[float], seconds: float,
                   info: dict) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.parent / f".{path.name}.tmp-{uuid.uuid4().hex[:8]}"
-    buffer = io.BytesIO()
-    torch.save({"identity": info.get("identity"), "model": model.official_state(),
-                "optimiser": optimiser.state_dict(), "done": done, "losses": losses, "seconds": seconds}, buffer)
-    blob = buffer.getvalue()  # stored with its digest: a damaged state is detected, never resumed from
-    torch.save({"sha256": hashlib.sha256(blob).hexdigest(), "state": blob}, tmp)
-    os.replace(tmp, path)
-
-
-def _load_partial(path: Path) -> dict | None:
-    """The saved training state, or None (with one line naming the file) when it is damaged: training then
-    restarts from the beginning instead of continuing from altered weights."""
-    try:
-        outer = torch.load(path, map_location="cpu", weights_only=False)
-        blob = outer["state"]
-        if hashlib.sha256(blob).hexdigest() != outer["sha256"]:
-            raise ValueError("sha256 mismatch")
-        return torch.load(io.BytesIO(blob), map_location="cpu", weights_only=False)
-    except Exception as exc:  # noqa: BLE001 - any unreadable state means: do not resume from it
-        print(f"  ignoring {path}: damaged training state ({type(exc).__name__}: {exc}); training restarts",
-              flush=True)
-        return None
+    save_state(path, {"identity": info.get("identity"), "model": model.official_state(),
+                      "optimiser": optimiser.state_dict(), "done": done, "losses": losses, "seconds": seconds})
 
 
 def save_v1(model: ConvMemoryV1, out_dir: Path, log: dict[str, Any], embedding_model: str | None = None) -> None:

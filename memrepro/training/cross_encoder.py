@@ -27,6 +27,7 @@ from memrepro.retrievers.cascade import (ARMS, DonorTexts, check_candidates, cor
                                          v2_pairs)
 from memrepro.training.artifacts import PerSeedArtifact, published_folder, weights_sha256
 from memrepro.training.recipes import CrossEncoderRecipe
+from memrepro.training.state import load_state, partial_path, save_state
 from memrepro.types import Benchmark, Split
 
 
@@ -69,16 +70,21 @@ def build_records(benchmark: Benchmark, split: Split, rankings: dict[str, Frozen
 
 
 def train(records: Sequence[TrainRecord], base_path: str, out_dir: Path, recipe: Recipe,
-          base_label: str, device: str = "cpu", log_every: int = 20, info: dict | None = None,
-          donors: DonorTexts | None = None) -> dict[str, Any]:
+          base_label: str, device: str = "cpu", info: dict | None = None, donors: DonorTexts | None = None,
+          checkpoint_every_s: float = 60.0, progress: bool = True) -> dict[str, Any]:
     """Train and save to ``out_dir`` (atomically). Returns the training log. A corrupted-text arm corrupts each
     record as inference does (``corrupt_texts``, seeded by the split seed and the question; ``donors``: the dev
-    conversations' memories)."""
+    conversations' memories). Resumable: every ``checkpoint_every_s`` (and when interrupted) the weights,
+    optimiser, schedule, position and torch RNG (dropout) are saved beside ``out_dir``; a rerun with the same
+    identity continues from there and ends with the weights an uninterrupted run ends with."""
     import torch
     from sentence_transformers import CrossEncoder
+    from tqdm.auto import tqdm
 
     if recipe.arm not in ARMS:
         raise ValueError(f"unknown arm {recipe.arm!r}")
+    if recipe.arm == "random_other_query_text" and donors is None:
+        raise ValueError("arm random_other_query_text needs donors (the dev conversations' memory texts)")
     random.seed(recipe.seed)
     np.random.seed(recipe.seed)
     torch.manual_seed(recipe.seed)
@@ -97,13 +103,32 @@ def train(records: Sequence[TrainRecord], base_path: str, out_dir: Path, recipe:
                                   weight_decay=recipe.weight_decay)
     schedule = torch.optim.lr_scheduler.LambdaLR(
         optimiser, lambda s: (s + 1) / warmup if s < warmup else max(0.0, (steps - s) / max(1, steps - warmup)))
-    if recipe.arm == "random_other_query_text" and donors is None:
-        raise ValueError("arm random_other_query_text needs donors (the dev conversations' memory texts)")
-    losses, masked, started = [], 0, time.perf_counter()
-    for epoch in range(recipe.epochs):
-        for step, batch in enumerate(batches):
+    identity = {"identity": (info or {}).get("identity"), "recipe": asdict(recipe), "base": base_label,
+                "train_query_ids": [r.query_id for r in records]}
+    partial = partial_path(out_dir)
+    done, losses, masked, seconds = 0, [], 0, 0.0
+    state = load_state(partial, identity)
+    if state is not None:
+        network.load_state_dict(state["model"])
+        optimiser.load_state_dict(state["optimiser"])
+        schedule.load_state_dict(state["schedule"])
+        torch.set_rng_state(state["torch_rng"])
+        done, losses, masked, seconds = state["done"], state["losses"], state["masked"], state["seconds"]
+        print(f"  resuming from {partial}: {done} of {len(batches) * recipe.epochs} batches done", flush=True)
+
+    def save() -> None:
+        save_state(partial, {"identity": identity, "model": network.state_dict(), "optimiser": optimiser.state_dict(),
+                             "schedule": schedule.state_dict(), "torch_rng": torch.get_rng_state(), "done": done,
+                             "losses": losses, "masked": masked, "seconds": time.perf_counter() - started})
+
+    total = len(batches) * recipe.epochs
+    last_save, started = time.perf_counter(), time.perf_counter() - seconds
+    bar = tqdm(total=total, initial=done, desc=f"cross-encoder seed {recipe.seed}", disable=not progress,
+               unit="batch")
+    try:
+        for position in range(done, total):
             lefts, rights, spans, targets = [], [], [], []
-            for i in batch:
+            for i in batches[position % len(batches)]:
                 record = records[i]
                 gold = set(record.gold_ids)
                 target = np.array([c["id"] in gold for c in record.candidates], dtype=np.float32)
@@ -117,26 +142,35 @@ def train(records: Sequence[TrainRecord], base_path: str, out_dir: Path, recipe:
                 lefts += [p[0] for p in pairs]
                 rights += [p[1] for p in pairs]
                 targets.append(torch.from_numpy(target / target.sum()))
-            if not spans:
-                continue
-            encoded = tokenizer(lefts, rights, truncation=True, max_length=recipe.max_length, padding=True,
-                                return_tensors="pt").to(device)
-            logits = network(**encoded).logits.squeeze(-1)
-            loss = torch.stack([-(t.to(device) * torch.log_softmax(logits[a:b], dim=0)).sum()
-                                for (a, b), t in zip(spans, targets)]).mean()
-            optimiser.zero_grad()
-            loss.backward()
-            optimiser.step()
-            schedule.step()
-            losses.append(loss.item())
-            if log_every and step % log_every == 0:
-                print(f"  epoch {epoch} step {step}/{len(batches)} loss {np.mean(losses[-log_every:]):.4f}",
-                      flush=True)
+            if spans:
+                encoded = tokenizer(lefts, rights, truncation=True, max_length=recipe.max_length, padding=True,
+                                    return_tensors="pt").to(device)
+                logits = network(**encoded).logits.squeeze(-1)
+                loss = torch.stack([-(t.to(device) * torch.log_softmax(logits[a:b], dim=0)).sum()
+                                    for (a, b), t in zip(spans, targets)]).mean()
+                optimiser.zero_grad()
+                loss.backward()
+                optimiser.step()
+                schedule.step()
+                losses.append(loss.item())
+                bar.set_postfix(loss=f"{np.mean(losses[-20:]):.4f}", refresh=False)
+            done = position + 1
+            bar.update(1)
+            if checkpoint_every_s >= 0 and time.perf_counter() - last_save >= checkpoint_every_s and done < total:
+                save()
+                last_save = time.perf_counter()
+    except BaseException:
+        if done:
+            save()
+        raise
+    finally:
+        bar.close()
     network.eval()
     log = {**(info or {}), "base_model": base_label, "recipe": asdict(recipe), "records": len(records), "masked_records": masked,
            "steps": len(losses), "loss_first": losses[0] if losses else None,
            "loss_last_mean": float(np.mean(losses[-20:])) if losses else None,
-           "train_seconds": time.perf_counter() - started, "train_query_ids": [r.query_id for r in records]}
+           "train_seconds": time.perf_counter() - started, "train_query_ids": [r.query_id for r in records],
+           "loss_curve": [float(np.mean(losses[i:i + 20])) for i in range(0, len(losses), 20)]}
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     tmp = out_dir.parent / f".{out_dir.name}.tmp-{uuid.uuid4().hex[:8]}"
     model.save(str(tmp))
@@ -145,6 +179,7 @@ def train(records: Sequence[TrainRecord], base_path: str, out_dir: Path, recipe:
     if out_dir.exists():
         shutil.rmtree(out_dir)
     os.replace(tmp, out_dir)
+    partial.unlink(missing_ok=True)
     return log
 
 
@@ -242,7 +277,8 @@ class TrainedCrossEncoders(PerSeedArtifact):
         base_path, base_label = self.base()
         recipe = Recipe(**{**asdict(self.recipe), "seed": int(split.seed or 0)})
         log = train(records, base_path, out_dir, recipe, base_label, device=self.context.device,
-                    donors=self.donors(split.dev_episode_ids),
+                    donors=self.donors(split.dev_episode_ids), checkpoint_every_s=self.context.checkpoint_every_s,
+                    progress=self.context.progress,
                     info={"identity": self.identity(), "split": split.name, "seed": split.seed})
         print(f"  cross-encoder seed {split.seed}: {log['steps']} steps in {log['train_seconds']:.0f} s, loss "
               f"{log['loss_first']:.3f} -> {log['loss_last_mean']:.3f}", flush=True)
