@@ -20,7 +20,10 @@ from omegaconf import DictConfig, OmegaConf
 from memrepro.errors import ConfigError
 
 # Allowed names, mirrored from the modules that use them (importing those would load torch before validation).
-ENGINES = ("faithful", "batched", "projected", "compiled")
+ENGINES = ("faithful", "compiled")
+# A retriever's nested parameter blocks (the RF-Mem dataclasses of ``retrievers/rfmem/params.py``): their fields
+# are checked by the same rules, under the block's key (``retriever.gate.tau``).
+PARAMETER_BLOCKS = ("recollection", "gate", "familiarity")
 ARMS = ("full_text", "no_memory_text", "random_other_query_text", "shuffled_memory_text", "scalar_only")
 DEVICES = "auto, cpu, cuda or cuda:<n> (cuda only where torch sees a GPU)"
 
@@ -61,7 +64,6 @@ RETRIEVER_RULES: Mapping[str, Rule] = {
     "fanout": _int_at_least(1),
     "rounds": _int_at_least(1),
     "probe_k": _int_at_least(1),
-    "familiarity_k": _int_at_least(1, optional=True),
     "graph_k": _int_at_least(1, optional=True),
     "protected": _int_at_least(1),
     "pool": _int_at_least(1),
@@ -72,7 +74,6 @@ RETRIEVER_RULES: Mapping[str, Rule] = {
     "alpha": _in_range(0.0, 1.0),
     "mmr_lambda": _in_range(0.0, 1.0),
     "min_sim": _in_range(-1.0, 1.0, optional=True),  # cosine floors
-    "familiarity_min_sim": _in_range(-1.0, 1.0, optional=True),
     "probe_floor": _in_range(-1.0, 1.0, optional=True),
     "graph_min_sim": _in_range(-1.0, 1.0, optional=True),
     "theta_high": _in_range(-1.0, 1.0),  # thresholds on the probe's mean cosine
@@ -147,6 +148,8 @@ def _walk_retriever(node: Mapping[str, Any], prefix: str) -> None:
         if isinstance(value, Mapping):
             if "_target_" in value and "retrievers" in str(value.get("_target_")):
                 _walk_retriever(value, f"{prefix}.{name}")  # a nested retriever (a cascade's first stage)
+            elif name in PARAMETER_BLOCKS:
+                _walk_retriever(value, f"{prefix}.{name}")
             continue
         if name in RETRIEVER_RULES:
             _check(f"{prefix}.{name}", value, RETRIEVER_RULES[name])
