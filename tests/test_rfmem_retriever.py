@@ -195,17 +195,17 @@ def test_python_api_and_cli_defaults_agree(name: str) -> None:
 
 def test_rfmem_presets_reuse_the_recollection_block() -> None:
     """An RF-Mem preset's Recollection path is its Recollection-only preset's, whatever the gate does."""
-    for rfmem_preset, recollection_preset in [("rfmem_personabench_table2_r5", "recollection_personabench_table2_r5"),
-                                              ("rfmem_personabench_table2_r10", "recollection_personabench_table2_r10"),
-                                              ("rfmem_personabench", "recollection_personabench"),
-                                              ("rfmem_personamem", "recollection_personamem")]:
+    for rfmem_preset, recollection_preset in [
+            ("rfmem_personabench_table2_r5", "recollection_personabench_table2_r5"),
+            ("rfmem_personabench_table2_r10", "recollection_personabench_table2_r10"),
+            ("rfmem_personabench", "recollection_personabench"), ("rfmem_personamem", "recollection_personamem")]:
         assert _compose(f"retriever={rfmem_preset}").recollection == \
             _compose(f"retriever={recollection_preset}").recollection, rfmem_preset
 
 
-@pytest.mark.parametrize("variant,switch", [("dbscan", {"clustering": "dbscan"}), ("spectral", {"clustering": "spectral"}),
-                                            ("gated", {"mixing": "gated"}), ("graph_bfs", {"expansion": "graph_bfs"}),
-                                            ("full_exploration", {"full_exploration": True})])
+@pytest.mark.parametrize("variant,switch", [
+    ("dbscan", {"clustering": "dbscan"}), ("spectral", {"clustering": "spectral"}), ("gated", {"mixing": "gated"}),
+    ("graph_bfs", {"expansion": "graph_bfs"}), ("full_exploration", {"full_exploration": True})])
 def test_variant_presets_change_only_their_switch(variant: str, switch: dict) -> None:
     """A D.8-D.9 preset is the Table 2 R@5 preset with its own switch on: the same as setting the switch there."""
     preset = _compose(f"retriever=recollection_personabench_{variant}").recollection
@@ -261,7 +261,8 @@ def test_compiled_engine_matches_the_faithful_rankings(world) -> None:
     """engine=compiled (numba): same rankings and traces as the reference here, timings aside; D.9 full
     exploration included, the D.8 constructions refused."""
     _, vectors, index, queries, query_vectors = world
-    for make in (lambda engine: recollection(engine, k=5, beam=3, fanout=2, alpha=0.5, mmr_lambda=0.9, min_sim=0.0),
+    for make in (lambda engine: recollection(engine, k=5, beam=3, fanout=2, alpha=0.5, mmr_lambda=0.9,
+                                             min_sim=0.0),
                  lambda engine: recollection(engine, k=5, beam=3, fanout=2, alpha=0.5, mmr_lambda=0.9, min_sim=0.0,
                                              full_exploration=True),
                  lambda engine: rfmem(engine)):

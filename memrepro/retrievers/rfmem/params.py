@@ -145,3 +145,31 @@ def validate_gate(params: GateParams) -> None:
 def validate_familiarity(params: FamiliarityParams) -> None:
     if params.k is not None and params.k < 1:
         raise ValueError(f"familiarity k must be >= 1, got {params.k}")
+
+
+# Retriever configs recorded before the parameters were nested (runs made before issue 14) held every field flat;
+# ``familiarity_k`` / ``familiarity_min_sim`` were the Familiarity block's ``k`` / ``min_sim``.
+_FLAT_FAMILIARITY = {"familiarity_k": "k", "familiarity_min_sim": "min_sim"}
+
+
+def nest_flat_config(retriever: Mapping[str, Any]) -> dict[str, Any]:
+    """A recorded RF-Mem retriever config in the nested form (``recollection`` / ``gate`` / ``familiarity``
+    blocks): flat records (runs made before the nesting) are converted field by field; anything else (nested
+    records, other retrievers) is returned as it is. Tables read old and new runs through this."""
+    target = str(retriever.get("_target_", ""))
+    if not target.endswith(("RecollectionRetriever", "RFMemRetriever")) or "recollection" in retriever:
+        return dict(retriever)
+    blocks: dict[str, dict[str, Any]] = {"recollection": {}}
+    if target.endswith("RFMemRetriever"):
+        blocks.update(gate={}, familiarity={})
+    fields = {name: block for block, kind in (("recollection", RecollectionParams), ("gate", GateParams))
+              for name in kind.__dataclass_fields__}
+    nested: dict[str, Any] = {}
+    for name, value in retriever.items():
+        if name in _FLAT_FAMILIARITY and "familiarity" in blocks:
+            blocks["familiarity"][_FLAT_FAMILIARITY[name]] = value
+        elif fields.get(name) in blocks:
+            blocks[fields[name]][name] = value
+        else:
+            nested[name] = value
+    return {**nested, **blocks}
