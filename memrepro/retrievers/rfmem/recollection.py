@@ -57,6 +57,9 @@ and the output are those of the released algorithm, bit for bit.
   the search under ``after_empty_round="stop"``: nothing more is reachable); every emitted item (the beam's
   hits, as in the default; children pruned from the beam are not "collected") is then re-ranked by cosine to
   q0 (ties by position), as ``final_rerank="dense"`` does, and cut to K. Combines with any of the above.
+
+The D.8 constructions exist in this engine only; the compiled engine (``compiled.py``) runs the released
+algorithm, ``final_rerank`` and D.9 full exploration, which it shares with this one through ``result.finish``.
 """
 
 from __future__ import annotations
