@@ -99,7 +99,6 @@ class RecollectionRetrieverConfig:
     engine: str = "faithful"  # faithful (per-query reference) | compiled (numba)
     recollection: RecollectionParams = field(default_factory=RecollectionParams)
     latency_scope: str = "path_only"  # path_only | gate_plus_path
-    chunk_bytes: int = 256 << 20
 
 
 @dataclass
@@ -110,6 +109,7 @@ class RFMemRetrieverConfig(RecollectionRetrieverConfig):
     _target_: str = "memrepro.retrievers.rfmem.retriever.RFMemRetriever"
     gate: GateParams = field(default_factory=GateParams)
     familiarity: FamiliarityParams = field(default_factory=FamiliarityParams)
+    chunk_bytes: int = 256 << 20  # memory bound of the faithful engine's Familiarity-path search
 
 
 @dataclass

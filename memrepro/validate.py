@@ -18,12 +18,12 @@ from typing import Any, Callable, Mapping
 from omegaconf import DictConfig, OmegaConf
 
 from memrepro.errors import ConfigError
+from memrepro.retrievers.rfmem.params import CHOICES, ENGINES, LATENCY_SCOPES
 
-# Allowed names, mirrored from the modules that use them (importing those would load torch before validation).
-ENGINES = ("faithful", "compiled")
 # A retriever's nested parameter blocks (the RF-Mem dataclasses of ``retrievers/rfmem/params.py``): their fields
 # are checked by the same rules, under the block's key (``retriever.gate.tau``).
 PARAMETER_BLOCKS = ("recollection", "gate", "familiarity")
+# Allowed names, mirrored from the modules that use them (importing those would load torch before validation).
 ARMS = ("full_text", "no_memory_text", "random_other_query_text", "shuffled_memory_text", "scalar_only")
 DEVICES = "auto, cpu, cuda or cuda:<n> (cuda only where torch sees a GPU)"
 
@@ -85,15 +85,8 @@ RETRIEVER_RULES: Mapping[str, Rule] = {
     "spectral_gamma": _above(0.0),
     "engine": _one_of(*ENGINES),
     "mode": _one_of("full", "topk"),
-    "entropy_form": _one_of("code_mean", "shannon_sum"),
-    "after_empty_round": _one_of("continue", "stop"),
-    "dead_branch_policy": _one_of("keep", "drop"),
-    "final_rerank": _one_of("none", "dense"),
-    "clustering": _one_of("kmeans", "dbscan", "spectral"),
-    "dbscan_noise": _one_of("singleton", "drop"),
-    "mixing": _one_of("alpha", "gated"),
-    "expansion": _one_of("cluster", "graph_bfs"),
-    "latency_scope": _one_of("path_only", "gate_plus_path"),
+    **{name: _one_of(*allowed) for name, allowed in CHOICES.items()},  # the RF-Mem parameters' own lists
+    "latency_scope": _one_of(*LATENCY_SCOPES),
     "arm": _one_of(*ARMS),
 }
 

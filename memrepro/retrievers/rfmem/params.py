@@ -70,6 +70,21 @@ class FamiliarityParams:
     min_sim: Optional[float] = 0.3
 
 
+# The allowed values of every choice-valued field above, of the retrievers' engine and of their latency scope:
+# checked here at construction and, naming the config key, by memrepro.validate (which must not load torch).
+CHOICES: Mapping[str, tuple[str, ...]] = {
+    "entropy_form": ("code_mean", "shannon_sum"),
+    "after_empty_round": ("continue", "stop"),
+    "dead_branch_policy": ("keep", "drop"),
+    "final_rerank": ("none", "dense"),
+    "clustering": ("kmeans", "dbscan", "spectral"),
+    "dbscan_noise": ("singleton", "drop"),
+    "mixing": ("alpha", "gated"),
+    "expansion": ("cluster", "graph_bfs"),
+}
+ENGINES = ("faithful", "compiled")  # per-query reference | numba
+LATENCY_SCOPES = ("path_only", "gate_plus_path")
+
 # The D.8 constructions exist in the faithful engine only; the compiled engine runs the released algorithm,
 # D.9 full exploration and the dense re-rank.
 FAITHFUL_ONLY_DEFAULTS: Mapping[str, Any] = {"clustering": "kmeans", "mixing": "alpha", "expansion": "cluster"}
@@ -99,7 +114,9 @@ def refuse_faithful_only_variants(params: RecollectionParams, engine: str) -> No
                          "engine='faithful'")
 
 
-def _choice(name: str, value: Any, allowed: tuple[str, ...]) -> None:
+def check_choice(name: str, value: Any, allowed: tuple[str, ...] | None = None) -> None:
+    """Raise unless ``value`` is one of ``allowed`` (default: ``CHOICES[name]``)."""
+    allowed = CHOICES[name] if allowed is None else allowed
     if value not in allowed:
         raise ValueError(f"{name} must be one of {', '.join(map(repr, allowed))}, got {value!r}")
 
@@ -112,12 +129,12 @@ def validate_recollection(params: RecollectionParams) -> None:
         raise ValueError(f"recollection beam and fanout must be >= 1, got B={params.beam}, F={params.fanout}")
     if params.rounds < 1:
         raise ValueError(f"recollection rounds must be >= 1, got {params.rounds}")
-    _choice("after_empty_round", params.after_empty_round, ("continue", "stop"))
-    _choice("dead_branch_policy", params.dead_branch_policy, ("keep", "drop"))
-    _choice("final_rerank", params.final_rerank, ("none", "dense"))
-    _choice("clustering", params.clustering, ("kmeans", "dbscan", "spectral"))
-    _choice("mixing", params.mixing, ("alpha", "gated"))
-    _choice("expansion", params.expansion, ("cluster", "graph_bfs"))
+    check_choice("after_empty_round", params.after_empty_round)
+    check_choice("dead_branch_policy", params.dead_branch_policy)
+    check_choice("final_rerank", params.final_rerank)
+    check_choice("clustering", params.clustering)
+    check_choice("mixing", params.mixing)
+    check_choice("expansion", params.expansion)
     if not isinstance(params.full_exploration, bool):
         raise ValueError(f"full_exploration must be a bool, got {params.full_exploration!r}")
     if params.clustering == "dbscan":
@@ -125,7 +142,7 @@ def validate_recollection(params: RecollectionParams) -> None:
             raise ValueError(f"dbscan_eps must be > 0, got {params.dbscan_eps}")
         if params.dbscan_min_samples < 1:
             raise ValueError(f"dbscan_min_samples must be >= 1, got {params.dbscan_min_samples}")
-        _choice("dbscan_noise", params.dbscan_noise, ("singleton", "drop"))
+        check_choice("dbscan_noise", params.dbscan_noise)
     if params.clustering == "spectral" and not params.spectral_gamma > 0:
         raise ValueError(f"spectral_gamma must be > 0, got {params.spectral_gamma}")
     if params.expansion == "graph_bfs":
@@ -139,7 +156,7 @@ def validate_recollection(params: RecollectionParams) -> None:
 def validate_gate(params: GateParams) -> None:
     if params.probe_k < 1:
         raise ValueError(f"probe_k must be >= 1, got {params.probe_k}")
-    _choice("entropy_form", params.entropy_form, ("code_mean", "shannon_sum"))
+    check_choice("entropy_form", params.entropy_form)
 
 
 def validate_familiarity(params: FamiliarityParams) -> None:

@@ -32,7 +32,8 @@ import numpy as np
 from memrepro.retrievers.base import RetrievalInput, Retrieved
 from memrepro.retrievers.rfmem.gate import (FAMILIARITY, GateDecision, gate_from_top_scores, gate_many,
                                             top_scores_exact)
-from memrepro.retrievers.rfmem.params import (FamiliarityParams, GateParams, RecollectionParams, as_params,
+from memrepro.retrievers.rfmem.params import (ENGINES, LATENCY_SCOPES, FamiliarityParams, GateParams,
+                                              RecollectionParams, as_params, check_choice,
                                               refuse_faithful_only_variants, validate_familiarity, validate_gate,
                                               validate_recollection)
 from memrepro.retrievers.rfmem.recollection import recollect_faithful
@@ -40,9 +41,6 @@ from memrepro.retrievers.rfmem.result import RecollectionResult
 from memrepro.search import DEFAULT_CHUNK_BYTES, EpisodeIndex, Hits, search
 
 log = logging.getLogger("memrepro")
-
-ENGINES = ("faithful", "compiled")
-LATENCY_SCOPES = ("path_only", "gate_plus_path")
 
 
 def _load_compiled() -> None:
@@ -81,15 +79,10 @@ def _probe_compiled(index: EpisodeIndex, vectors: np.ndarray, episode_ids: Seque
     return [Hits(positions[i, :n], scores[i, :n]) for i, n in enumerate(counts.tolist())]
 
 
-def _check_choice(name: str, value: str, allowed: Sequence[str]) -> None:
-    if value not in allowed:
-        raise ValueError(f"{name} must be one of {', '.join(map(repr, allowed))}, got {value!r}")
-
-
 def _check_engine(engine: str, latency_scope: str, recollection: RecollectionParams) -> None:
     """Fail at construction (config time) rather than on the first query."""
-    _check_choice("engine", engine, ENGINES)
-    _check_choice("latency_scope", latency_scope, LATENCY_SCOPES)
+    check_choice("engine", engine, ENGINES)
+    check_choice("latency_scope", latency_scope, LATENCY_SCOPES)
     validate_recollection(recollection)
     if engine != "faithful":
         refuse_faithful_only_variants(recollection, engine)
@@ -131,12 +124,11 @@ class RecollectionRetriever:
     order: Literal["score", "native"] = "native"
 
     def __init__(self, recollection: RecollectionParams | Mapping[str, Any] | None = None, engine: str = "faithful",
-                 latency_scope: str = "path_only", chunk_bytes: int = DEFAULT_CHUNK_BYTES) -> None:
+                 latency_scope: str = "path_only") -> None:
         self.recollection = as_params(RecollectionParams, recollection)
         _check_engine(engine, latency_scope, self.recollection)
         self.engine = engine
         self.latency_scope = latency_scope  # no gate here: both scopes time the same region
-        self.chunk_bytes = chunk_bytes
 
     def retrieve(self, queries: Sequence[RetrievalInput], query_vectors: np.ndarray,
                  index: EpisodeIndex) -> list[Retrieved]:
@@ -171,6 +163,7 @@ class RFMemRetriever:
                  recollection: RecollectionParams | Mapping[str, Any] | None = None,
                  familiarity: FamiliarityParams | Mapping[str, Any] | None = None, engine: str = "faithful",
                  latency_scope: str = "path_only", chunk_bytes: int = DEFAULT_CHUNK_BYTES) -> None:
+        """``chunk_bytes`` bounds the memory of the faithful engine's Familiarity-path search (``search``)."""
         self.gate = as_params(GateParams, gate)
         self.recollection = as_params(RecollectionParams, recollection)
         familiarity = as_params(FamiliarityParams, familiarity)
