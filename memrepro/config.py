@@ -12,6 +12,7 @@ from typing import Any, List, Optional
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING
 
+from memrepro.retrievers.rfmem.params import FamiliarityParams, GateParams, RecollectionParams
 from memrepro.training.recipes import CrossEncoderRecipe, V1Recipe
 
 
@@ -91,52 +92,24 @@ class DenseRetrieverConfig:
 
 @dataclass
 class RecollectionRetrieverConfig:
-    """RF-Mem Recollection alone (spec retrievers.md §3); defaults = PersonaMem run.sh values."""
+    """RF-Mem Recollection alone (spec retrievers.md §3): ``retriever.recollection.<field>``; the parameters and
+    their defaults are ``RecollectionParams``'s (one place), which the engines take whole."""
 
     _target_: str = "memrepro.retrievers.rfmem.retriever.RecollectionRetriever"
-    engine: str = "faithful"  # faithful | batched | projected (batched on span coordinates) | compiled (numba)
-    k: int = 10
-    beam: int = 3
-    fanout: int = 2
-    alpha: float = 0.8
-    rounds: int = 10
-    mmr_lambda: float = 0.95
-    min_sim: Optional[float] = 0.3
-    after_empty_round: str = "continue"  # continue | stop
-    dead_branch_policy: str = "keep"  # keep | drop
-    final_rerank: str = "none"  # none | dense
-    kmeans_seed: int = 42
-    # RF-Mem Appendix D.8-D.9 alternatives (Tables 15-16; our constructions, faithful engine only)
-    clustering: str = "kmeans"  # kmeans | dbscan | spectral
-    dbscan_eps: float = 0.5
-    dbscan_min_samples: int = 2
-    dbscan_noise: str = "singleton"  # singleton | drop
-    spectral_gamma: float = 1.0
-    mixing: str = "alpha"  # alpha | gated
-    expansion: str = "cluster"  # cluster | graph_bfs
-    graph_k: Optional[int] = None  # None: the fanout F
-    graph_min_sim: Optional[float] = 0.0
-    full_exploration: bool = False
+    engine: str = "faithful"  # faithful (per-query reference) | compiled (numba)
+    recollection: RecollectionParams = field(default_factory=RecollectionParams)
     latency_scope: str = "path_only"  # path_only | gate_plus_path
-    chunk_bytes: int = 256 << 20
 
 
 @dataclass
 class RFMemRetrieverConfig(RecollectionRetrieverConfig):
-    """RF-Mem: familiarity gate (§2) → dense top-K (§1) or Recollection (§3); defaults = PersonaMem run.sh."""
+    """RF-Mem: familiarity gate (§2, ``retriever.gate``) → dense top-K (§1, ``retriever.familiarity``) or
+    Recollection (§3, ``retriever.recollection``)."""
 
     _target_: str = "memrepro.retrievers.rfmem.retriever.RFMemRetriever"
-    probe_k: int = 10
-    probe_floor: Optional[float] = 0.0
-    probe_floor_ignored: bool = False
-    lam: float = 20.0
-    eps: float = 1e-12
-    theta_high: float = 0.60
-    theta_low: float = 0.30
-    tau: float = 0.20
-    entropy_form: str = "code_mean"  # code_mean | shannon_sum
-    familiarity_k: Optional[int] = None  # None: the same K as Recollection
-    familiarity_min_sim: Optional[float] = 0.3
+    gate: GateParams = field(default_factory=GateParams)
+    familiarity: FamiliarityParams = field(default_factory=FamiliarityParams)
+    chunk_bytes: int = 256 << 20  # memory bound of the faithful engine's Familiarity-path search
 
 
 @dataclass

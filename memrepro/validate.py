@@ -18,9 +18,12 @@ from typing import Any, Callable, Mapping
 from omegaconf import DictConfig, OmegaConf
 
 from memrepro.errors import ConfigError
+from memrepro.retrievers.rfmem.params import CHOICES, ENGINES, LATENCY_SCOPES
 
+# A retriever's nested parameter blocks (the RF-Mem dataclasses of ``retrievers/rfmem/params.py``): their fields
+# are checked by the same rules, under the block's key (``retriever.gate.tau``).
+PARAMETER_BLOCKS = ("recollection", "gate", "familiarity")
 # Allowed names, mirrored from the modules that use them (importing those would load torch before validation).
-ENGINES = ("faithful", "batched", "projected", "compiled")
 ARMS = ("full_text", "no_memory_text", "random_other_query_text", "shuffled_memory_text", "scalar_only")
 DEVICES = "auto, cpu, cuda or cuda:<n> (cuda only where torch sees a GPU)"
 
@@ -61,7 +64,6 @@ RETRIEVER_RULES: Mapping[str, Rule] = {
     "fanout": _int_at_least(1),
     "rounds": _int_at_least(1),
     "probe_k": _int_at_least(1),
-    "familiarity_k": _int_at_least(1, optional=True),
     "graph_k": _int_at_least(1, optional=True),
     "protected": _int_at_least(1),
     "pool": _int_at_least(1),
@@ -72,7 +74,6 @@ RETRIEVER_RULES: Mapping[str, Rule] = {
     "alpha": _in_range(0.0, 1.0),
     "mmr_lambda": _in_range(0.0, 1.0),
     "min_sim": _in_range(-1.0, 1.0, optional=True),  # cosine floors
-    "familiarity_min_sim": _in_range(-1.0, 1.0, optional=True),
     "probe_floor": _in_range(-1.0, 1.0, optional=True),
     "graph_min_sim": _in_range(-1.0, 1.0, optional=True),
     "theta_high": _in_range(-1.0, 1.0),  # thresholds on the probe's mean cosine
@@ -84,15 +85,8 @@ RETRIEVER_RULES: Mapping[str, Rule] = {
     "spectral_gamma": _above(0.0),
     "engine": _one_of(*ENGINES),
     "mode": _one_of("full", "topk"),
-    "entropy_form": _one_of("code_mean", "shannon_sum"),
-    "after_empty_round": _one_of("continue", "stop"),
-    "dead_branch_policy": _one_of("keep", "drop"),
-    "final_rerank": _one_of("none", "dense"),
-    "clustering": _one_of("kmeans", "dbscan", "spectral"),
-    "dbscan_noise": _one_of("singleton", "drop"),
-    "mixing": _one_of("alpha", "gated"),
-    "expansion": _one_of("cluster", "graph_bfs"),
-    "latency_scope": _one_of("path_only", "gate_plus_path"),
+    **{name: _one_of(*allowed) for name, allowed in CHOICES.items()},  # the RF-Mem parameters' own lists
+    "latency_scope": _one_of(*LATENCY_SCOPES),
     "arm": _one_of(*ARMS),
 }
 
@@ -173,8 +167,8 @@ def _walk_retriever(node: Mapping[str, Any], prefix: str) -> None:
     for name, value in node.items():
         if isinstance(value, Mapping):
             target = str(value.get("_target_", ""))
-            if "retrievers" in target or "training" in target:
-                _walk_retriever(value, f"{prefix}.{name}")  # a nested retriever or a trained-model resolver
+            if "retrievers" in target or "training" in target or name in PARAMETER_BLOCKS:
+                _walk_retriever(value, f"{prefix}.{name}")  # a nested retriever, model resolver or parameter block
             elif name == "recipe":
                 for field_name, rule in RECIPE_RULES.items():
                     if field_name in value:

@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""Side-by-side Recollection timing: the batched and compiled engines vs the faithful per-query loop, in one process.
+"""Side-by-side Recollection timing: the compiled engine vs the faithful per-query loop, in one process.
 
 Synthetic pools shaped like the benchmarks the engines serve (``../shared/specs/retrievers.md`` §3, §5):
 
@@ -14,8 +14,8 @@ Vectors are 768-d unit vectors around a few random "topic" centres per pool, que
 clusters). Reports ms/query for each engine, their ratio, and the share of queries whose rankings (and traces)
 are identical. Why one process: both engines then see the same data, thread settings and machine load.
 
-    python scripts/bench_rfmem.py --device cpu --threads 1
-    python scripts/bench_rfmem.py --device cuda --scenario longmemeval --faithful-queries 50
+    python scripts/bench_rfmem.py --threads 1
+    python scripts/bench_rfmem.py --scenario longmemeval --faithful-queries 50
 """
 
 from __future__ import annotations
@@ -30,32 +30,29 @@ from pathlib import Path
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
     parser.add_argument("--scenario", choices=("all", "personabench", "longmemeval"), default="all")
     parser.add_argument("--threads", type=int, default=1,
-                        help="CPU threads for torch and BLAS (both engines); 0 leaves the library defaults")
+                        help="CPU threads for BLAS (the faithful engine); 0 leaves the library defaults")
     parser.add_argument("--dim", type=int, default=768)
     parser.add_argument("--duplicates", type=float, default=0.0, help="share of pool rows that copy another row")
     parser.add_argument("--faithful-queries", type=int, default=None,
                         help="run the faithful engine on the first N queries only (default: all for "
                              "personabench, 100 for longmemeval); ms/query is per query either way")
-    parser.add_argument("--repeat", type=int, default=3, help="batched runs after one warm-up; the best counts")
+    parser.add_argument("--repeat", type=int, default=3, help="compiled runs after one warm-up; the best counts")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", type=Path, default=None, help="also write the rows as JSON here")
     return parser.parse_args(argv)
 
 
 ARGS = parse_args() if __name__ == "__main__" else None
-if ARGS is not None and ARGS.threads > 0:  # must precede the NumPy / torch imports to reach BLAS and OpenMP
+if ARGS is not None and ARGS.threads > 0:  # must precede the NumPy import to reach BLAS and OpenMP
     for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
         os.environ[var] = str(ARGS.threads)
 
 import numpy as np  # noqa: E402
-import torch  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from memrepro.retrievers.rfmem import compiled  # noqa: E402
-from memrepro.retrievers.rfmem.batched import recollect_batched  # noqa: E402
 from memrepro.retrievers.rfmem.params import RecollectionParams  # noqa: E402
 from memrepro.retrievers.rfmem.recollection import recollect_faithful  # noqa: E402
 
@@ -105,79 +102,50 @@ def make_scenario(name: str, rng: np.random.Generator, dim: int, duplicates: flo
     return q0s, stacked[owner], lengths, [pools[o] for o in owner]
 
 
-def sync(device: str) -> None:
-    if device == "cuda":
-        torch.cuda.synchronize()
-
-
 def bench(name: str, label: str, params: RecollectionParams, data, args: argparse.Namespace) -> dict:
     q0s, padded, lengths, per_query = data
     b = len(q0s)
-    tq, tp, tl = (torch.from_numpy(q0s).to(args.device), torch.from_numpy(padded).to(args.device),
-                  torch.from_numpy(lengths).to(args.device))
-    recollect_batched(tq, tp, tl, params)  # warm-up (CUDA context, kernels, caches)
-    best = float("inf")
-    batched = None
-    for _ in range(max(1, args.repeat)):
-        sync(args.device)
-        start = time.perf_counter()
-        batched = recollect_batched(tq, tp, tl, params)
-        sync(args.device)
-        best = min(best, time.perf_counter() - start)
     compiled.warm_up()  # compile or load the kernels outside the timed calls
-    best_compiled = float("inf")
-    compiled_results = None
+    best = float("inf")
+    results = None
     for _ in range(max(1, args.repeat)):
         start = time.perf_counter()
-        compiled_results = compiled.recollect_compiled(q0s, padded, lengths, np.arange(b), params).results
-        best_compiled = min(best_compiled, time.perf_counter() - start)
-    n_faithful = args.faithful_queries or (b if name == "personabench" else 100)
-    n_faithful = min(n_faithful, b)
+        results = compiled.recollect_compiled(q0s, padded, lengths, np.arange(b), params).results
+        best = min(best, time.perf_counter() - start)
+    n_faithful = min(args.faithful_queries or (b if name == "personabench" else 100), b)
     start = time.perf_counter()
     faithful = [recollect_faithful(q0s[i], per_query[i], params) for i in range(n_faithful)]
     faithful_s = time.perf_counter() - start
-    same = [batched[i].positions == faithful[i].positions for i in range(n_faithful)]
-    same_trace = [batched[i].trace == faithful[i].trace for i in range(n_faithful)]
-    same_compiled = [compiled_results[i].positions == faithful[i].positions for i in range(n_faithful)]
-    score_gap = max([float(np.max(np.abs(np.subtract(batched[i].scores, faithful[i].scores))))
+    same = [results[i].positions == faithful[i].positions for i in range(n_faithful)]
+    same_trace = [results[i].trace == faithful[i].trace for i in range(n_faithful)]
+    score_gap = max([float(np.max(np.abs(np.subtract(results[i].scores, faithful[i].scores))))
                      for i in range(n_faithful) if same[i] and faithful[i].scores] or [0.0])
     row = {
-        "scenario": name, "setting": label, "device": args.device, "threads": args.threads, "queries": b,
-        "faithful_queries": n_faithful, "duplicates": args.duplicates,
-        "batched_ms_per_query": 1000 * best / b, "faithful_ms_per_query": 1000 * faithful_s / n_faithful,
-        "identical_rankings": sum(same) / n_faithful, "identical_traces": sum(same_trace) / n_faithful,
-        "compiled_ms_per_query": 1000 * best_compiled / b,
-        "compiled_identical_rankings": sum(same_compiled) / n_faithful,
-        "max_score_gap_when_identical": score_gap,
-        "mean_output_length": float(np.mean([len(r.positions) for r in batched])),
+        "scenario": name, "setting": label, "threads": args.threads, "queries": b, "faithful_queries": n_faithful,
+        "duplicates": args.duplicates, "compiled_ms_per_query": 1000 * best / b,
+        "faithful_ms_per_query": 1000 * faithful_s / n_faithful, "identical_rankings": sum(same) / n_faithful,
+        "identical_traces": sum(same_trace) / n_faithful, "max_score_gap_when_identical": score_gap,
+        "mean_output_length": float(np.mean([len(r.positions) for r in results])),
     }
-    row["speedup"] = row["faithful_ms_per_query"] / row["batched_ms_per_query"]
-    row["compiled_speedup"] = row["faithful_ms_per_query"] / row["compiled_ms_per_query"]
+    row["speedup"] = row["faithful_ms_per_query"] / row["compiled_ms_per_query"]
     return row
 
 
 def main(args: argparse.Namespace) -> None:
-    if args.device == "cuda" and not torch.cuda.is_available():
-        raise SystemExit("--device cuda: no CUDA device visible")
-    if args.threads > 0:
-        torch.set_num_threads(args.threads)
     rng = np.random.default_rng(args.seed)
     scenarios = ["personabench", "longmemeval"] if args.scenario == "all" else [args.scenario]
     rows = []
-    print(f"device={args.device} ({torch.cuda.get_device_name() if args.device == 'cuda' else 'cpu'}), "
-          f"threads={args.threads}, dim={args.dim}, duplicates={args.duplicates}, torch {torch.__version__}")
-    header = f"{'scenario':13} {'setting':28} {'batched ms/q':>12} {'faithful ms/q':>13} {'speedup':>8} " \
-             f"{'identical':>10} {'traces':>7} {'compiled ms/q':>13} {'speedup':>8} {'identical':>10}"
+    print(f"threads={args.threads}, dim={args.dim}, duplicates={args.duplicates}")
+    header = f"{'scenario':13} {'setting':28} {'compiled ms/q':>13} {'faithful ms/q':>13} {'speedup':>8} " \
+             f"{'identical':>10} {'traces':>7}"
     print(header)
     for name in scenarios:
         data = make_scenario(name, rng, args.dim, args.duplicates)
         for label, params in SETTINGS[name].items():
             row = bench(name, label, params, data, args)
             rows.append(row)
-            print(f"{name:13} {label:28} {row['batched_ms_per_query']:12.3f} {row['faithful_ms_per_query']:13.3f} "
-                  f"{row['speedup']:8.1f} {row['identical_rankings']:10.1%} {row['identical_traces']:7.1%} "
-                  f"{row['compiled_ms_per_query']:13.3f} {row['compiled_speedup']:8.1f} "
-                  f"{row['compiled_identical_rankings']:10.1%}",
+            print(f"{name:13} {label:28} {row['compiled_ms_per_query']:13.3f} {row['faithful_ms_per_query']:13.3f} "
+                  f"{row['speedup']:8.1f} {row['identical_rankings']:10.1%} {row['identical_traces']:7.1%}",
                   flush=True)
     if args.json is not None:
         args.json.write_text(json.dumps(rows, indent=2))

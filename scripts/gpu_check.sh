@@ -21,9 +21,8 @@ if [ "$FALLBACK" = 0 ] && "$PY" -c "import torch, sys; sys.exit(0 if torch.cuda.
         echo "== faiss has no GPU support: trying faiss-gpu-cu12 (offline machines keep faiss-cpu: (c) then uses torch.topk)"
         timeout 120 "$PY" -m pip install -q faiss-gpu-cu12 2>&1 | tail -2 || true
     fi
-    echo "== tests on the device (search backends, engines, encoder)"
-    timeout 240 "$PY" -m pytest -q -x -m "not slow" tests/test_search.py tests/test_search_backends.py \
-        tests/test_rfmem_batched.py 2>&1 | tail -3
+    echo "== tests on the device (search backends)"
+    timeout 240 "$PY" -m pytest -q -x -m "not slow" tests/test_search.py tests/test_search_backends.py 2>&1 | tail -3
     timeout $((480 - ($(date +%s) - start))) "$PY" scripts/gpu_check.py
     status=$?
 else

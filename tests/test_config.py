@@ -150,9 +150,10 @@ def test_every_shipped_config_passes_the_range_checks() -> None:
 
 
 @pytest.mark.parametrize("override,key", [
-    ("retriever.alpha=1.5", "retriever.alpha"), ("retriever.mmr_lambda=2", "retriever.mmr_lambda"),
-    ("retriever.beam=0", "retriever.beam"), ("retriever.engine=fast", "retriever.engine"),
-    ("retriever.theta_low=0.9", "retriever.theta_low"), ("output.top_n=0", "output.top_n"),
+    ("retriever.recollection.alpha=1.5", "retriever.recollection.alpha"),
+    ("retriever.recollection.mmr_lambda=2", "retriever.recollection.mmr_lambda"),
+    ("retriever.recollection.beam=0", "retriever.recollection.beam"), ("retriever.engine=fast", "retriever.engine"),
+    ("retriever.gate.theta_low=0.9", "retriever.gate.theta_low"), ("output.top_n=0", "output.top_n"),
     ("runtime.batch_size=-1", "runtime.batch_size"), ("runtime.checkpoint_every_s=-1", "runtime.checkpoint_every_s"),
 ])
 def test_range_checks_name_key_value_and_range(override: str, key: str) -> None:

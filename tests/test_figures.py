@@ -118,24 +118,24 @@ def test_nothing_matching_gives_an_empty_frame_with_the_columns(grid_results: Pa
 def test_duplicates_prefer_faithful_then_newest(tmp_path: Path) -> None:
     results = tmp_path / "results"
     point = {"alpha": 0.5, "tau": 0.2}
-    make_run(results, settings={**point, "engine": "batched"}, pooled={"pb_recall@5": 0.1},
+    make_run(results, settings={**point, "engine": "compiled"}, pooled={"pb_recall@5": 0.1},
              created="2026-12-31T00:00:00+0000")
     make_run(results, settings={**point, "engine": "faithful"}, pooled={"pb_recall@5": 0.2},
              created="2026-01-01T00:00:00+0000")
     newest = make_run(results, settings={**point, "engine": "faithful"}, pooled={"pb_recall@5": 0.3},
                       created="2026-06-01T00:00:00+0000")
-    make_run(results, settings={"alpha": 0.5 + 1e-12, "tau": 0.2, "engine": "batched"},  # same point (tolerance)
+    make_run(results, settings={"alpha": 0.5 + 1e-12, "tau": 0.2, "engine": "compiled"},  # same point (tolerance)
              pooled={"pb_recall@5": 0.4}, created="2027-01-01T00:00:00+0000")
     frame = frame_of(results, metrics=("pb_recall@5",))
     assert len(frame) == 1
     assert frame.loc[0, "pb_recall@5"] == 0.3 and frame.loc[0, "folder"] == str(newest)
     assert len(frame.attrs["dropped"]) == 3
 
-    # Without a faithful run the newest batched one wins.
+    # Without a faithful run the newest compiled one wins.
     results2 = tmp_path / "results2"
-    make_run(results2, settings={**point, "engine": "batched"}, pooled={"pb_recall@5": 0.1},
+    make_run(results2, settings={**point, "engine": "compiled"}, pooled={"pb_recall@5": 0.1},
              created="2026-01-01T00:00:00+0000")
-    make_run(results2, settings={**point, "engine": "batched"}, pooled={"pb_recall@5": 0.5},
+    make_run(results2, settings={**point, "engine": "compiled"}, pooled={"pb_recall@5": 0.5},
              created="2026-01-02T00:00:00+0000")
     assert frame_of(results2, metrics=("pb_recall@5",)).loc[0, "pb_recall@5"] == 0.5
 

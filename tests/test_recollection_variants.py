@@ -14,8 +14,7 @@ import numpy as np
 import pytest
 
 from memrepro.retrievers.rfmem.params import RecollectionParams
-from memrepro.retrievers.rfmem.recollection import (gated_weight, knn_neighbours, nondefault_variants,
-                                                     recollect_faithful)
+from memrepro.retrievers.rfmem.recollection import gated_weight, knn_neighbours, recollect_faithful
 from memrepro.retrievers.rfmem.retriever import RecollectionRetriever, RFMemRetriever
 
 
@@ -131,7 +130,6 @@ def test_default_params_reproduce_the_pre_variant_output_bit_for_bit(case) -> No
         # (so duplicate rows tie exactly), which moves the last float32 bits of the carried scores only.
         assert result.scores == pytest.approx([float.fromhex(h) for h in scores], abs=1e-6, rel=0)
         assert result.trace == trace  # no variant keys added on the default path
-    assert nondefault_variants(RecollectionParams(**kwargs)) == []
 
 
 def test_variant_knobs_are_inert_while_their_switch_is_off() -> None:
@@ -408,20 +406,19 @@ def test_invalid_variant_settings_name_the_field(bad: dict, field: str) -> None:
     with pytest.raises(ValueError, match=field):
         recollect_faithful(q0, pool, params(**bad))
     with pytest.raises(ValueError, match=field):
-        RecollectionRetriever(**bad)
+        RecollectionRetriever(params(**bad))
 
 
 @pytest.mark.parametrize("name", sorted(VARIANTS))
-def test_batched_engine_refuses_the_variants(name: str) -> None:
-    for cls in (RecollectionRetriever, RFMemRetriever):
-        with pytest.raises(ValueError, match="faithful engine only"):
-            cls(engine="batched", **VARIANTS[name])
-        retriever = cls(engine="faithful", **VARIANTS[name])  # the faithful engine takes them
-        described = retriever.describe()["recollection"]
+def test_the_compiled_engine_refuses_the_d8_constructions_and_runs_full_exploration(name: str) -> None:
+    """D.8 (clustering, mixing, expansion) is the faithful engine's only; D.9 full exploration runs in both."""
+    d8 = any(key in ("clustering", "mixing", "expansion") for key in VARIANTS[name])
+    for make in (lambda engine: RecollectionRetriever(params(**VARIANTS[name]), engine=engine),
+                 lambda engine: RFMemRetriever(recollection=params(**VARIANTS[name]), engine=engine)):
+        if d8:
+            with pytest.raises(ValueError, match="needs engine='faithful'"):
+                make("compiled")
+        else:
+            assert make("compiled").recollection.full_exploration is True
+        described = make("faithful").describe()["recollection"]  # the faithful engine takes them all
         assert all(described[key] == value for key, value in VARIANTS[name].items())
-
-
-def test_nondefault_variants_lists_the_switches() -> None:
-    assert nondefault_variants(params(clustering="spectral", full_exploration=True)) == [
-        "clustering='spectral'", "full_exploration=True"]
-    assert nondefault_variants(params(dbscan_eps=0.2, final_rerank="dense")) == []

@@ -17,7 +17,7 @@ from memrepro.retrievers.rfmem.retriever import RFMemRetriever
 
 CONF = Path(__file__).resolve().parents[1] / "conf"
 RUN = ("dataset=locomo", "dataset.file=locomo/locomo10_two_conversations.json", "encoder=fake",
-       "retriever=rfmem", "retriever.k=3", "latency.batch1_queries=0", "runtime.batch_size=2",
+       "retriever=rfmem", "retriever.recollection.k=3", "latency.batch1_queries=0", "runtime.batch_size=2",
        "runtime.progress=false", "runtime.device=cpu")
 
 

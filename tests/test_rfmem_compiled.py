@@ -1,9 +1,9 @@
-"""The compiled Recollection engine (``memrepro.retrievers.rfmem.compiled``): hand-checkable cases, edge cases, its
-scikit-learn KMeans replay, its faithful-engine fallback, and its agreement with the faithful per-query engine.
+"""What only the compiled Recollection engine (``memrepro.retrievers.rfmem.compiled``) has: shared pools and its
+input checks, its scikit-learn KMeans replay, its faithful-engine fallback, its probe, and its agreement with the
+faithful engine on random pools at the benchmark settings.
 
-Spec: ``../shared/specs/retrievers.md`` §3. Cases and random pools are the batched engine's (``test_rfmem_batched``),
-so both engines answer the same questions. The compiled engine replays the faithful engine step for step except for
-summation order, so agreement is expected on every query here (a ranking could only differ at a float32 near-tie).
+Spec: ``../shared/specs/retrievers.md`` §3. The scenarios both engines must answer alike are in
+``test_rfmem_engines.py`` (parametrised over the engines); the random pools are its.
 """
 
 from __future__ import annotations
@@ -19,11 +19,9 @@ from memrepro.retrievers.rfmem import compiled
 from memrepro.retrievers.rfmem.compiled import (KMEANS_NOT_REPLAYED, KMEANS_OK, KMEANS_RELOCATED, kmeans_labels,
                                                 recollect_compiled)
 from memrepro.retrievers.rfmem.params import RecollectionParams
-from memrepro.retrievers.rfmem.recollection import RecollectionResult, recollect_faithful
-from tests.test_rfmem_batched import (AGREEMENT_SETTINGS, HAND_POOL, Q0, _kmeans_problems,
-                                      check_duplicate_embeddings_make_dead_branches,
-                                      check_identical_pool_only_duplicates, check_k_larger_than_pool, random_pool,
-                                      random_query, unit)
+from memrepro.retrievers.rfmem.recollection import recollect_faithful
+from memrepro.retrievers.rfmem.result import RecollectionResult
+from tests.test_rfmem_engines import AGREEMENT_SETTINGS, HAND_POOL, Q0, random_pool, random_query, unit
 
 
 def run(q0: np.ndarray, pool: np.ndarray, params: RecollectionParams) -> RecollectionResult:
@@ -43,45 +41,7 @@ def run_many(q0s: np.ndarray, pools: list[np.ndarray], params: RecollectionParam
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# hand-checkable cases (the batched engine's, same expectations)
-
-
-def test_round0_groups_by_cluster_and_ranks_by_score_sum() -> None:
-    # B=2, F=2: round 0 retrieves a, b, c, d; KMeans(2) groups {a, d} and {b, c}; with λ_mmr = 1 the sums are
-    # 1.20 vs 1.25, so {b, c} leads: insertion order b, c, a, d
-    params = RecollectionParams(k=4, beam=2, fanout=2, rounds=1, mmr_lambda=1.0, min_sim=0.0)
-    result = run(Q0, HAND_POOL, params)
-    assert result.positions == [1, 2, 0, 3]
-    assert result.positions == recollect_faithful(Q0, HAND_POOL, params).positions
-
-
-def test_fanout_one_and_lambda_one_gives_dense_top_b_in_order() -> None:
-    params = RecollectionParams(k=3, beam=3, fanout=1, rounds=1, mmr_lambda=1.0, min_sim=0.0)
-    result = run(Q0, HAND_POOL, params)
-    assert sorted(result.positions) == [0, 1, 2]
-    assert result.positions == recollect_faithful(Q0, HAND_POOL, params).positions
-
-
-def test_duplicate_embeddings_make_dead_branches_never_nan() -> None:
-    check_duplicate_embeddings_make_dead_branches(run)
-
-
-def test_identical_pool_only_duplicates() -> None:
-    check_identical_pool_only_duplicates(run)
-
-
-def test_k_larger_than_pool_reports_every_round() -> None:
-    check_k_larger_than_pool(run)
-
-
-def test_zero_norm_vectors_and_zero_query() -> None:
-    pool = np.vstack([HAND_POOL[:4], np.zeros((2, 3), np.float32)]).astype(np.float32)
-    params = RecollectionParams(k=6, beam=2, fanout=2, rounds=4, mmr_lambda=0.9, min_sim=0.0)
-    for q0 in (Q0, np.zeros(3, np.float32)):
-        result = run(q0, pool, params)
-        assert all(math.isfinite(s) for s in result.scores)
-        assert len(set(result.positions)) == len(result.positions)
-        assert result.positions == recollect_faithful(q0, pool, params).positions
+# shared pools and input checks
 
 
 def test_padding_is_never_emitted_and_pools_can_be_shared() -> None:
@@ -99,10 +59,7 @@ def test_padding_is_never_emitted_and_pools_can_be_shared() -> None:
         assert result.positions == recollect_faithful(q0, pools[e], params).positions
 
 
-def test_empty_pool_and_no_queries() -> None:
-    result = run(Q0, np.zeros((0, 3), np.float32), RecollectionParams(k=5))
-    assert result.positions == [] and result.scores == []
-    assert result.trace == recollect_faithful(Q0, np.zeros((0, 3), np.float32), RecollectionParams(k=5)).trace
+def test_no_queries() -> None:
     empty = recollect_compiled(np.zeros((0, 3), np.float32), HAND_POOL[None], np.array([7]),
                                np.zeros(0, np.int64), RecollectionParams())
     assert empty.results == [] and empty.fallbacks == 0
@@ -139,6 +96,23 @@ def _sklearn_labels(rows: np.ndarray, k: int) -> np.ndarray:
         return KMeans(n_clusters=k, random_state=42, n_init="auto").fit_predict(rows)
 
 
+def _kmeans_problems(rng: np.random.Generator, count: int, dim: int, max_k: int):
+    problems = []
+    for i in range(count):
+        n = int(rng.integers(1, 20))
+        kind = i % 3
+        if kind == 0:
+            x = rng.standard_normal((n, dim))
+        elif kind == 1:
+            centres = rng.standard_normal((3, dim))
+            x = centres[rng.integers(0, 3, n)] + 0.3 * rng.standard_normal((n, dim))
+        else:  # duplicates
+            base = rng.standard_normal((max(1, n // 2), dim))
+            x = base[rng.integers(0, len(base), n)]
+        problems.append((unit(x), int(min(rng.integers(1, max_k + 1), n))))
+    return problems
+
+
 def test_kmeans_replay_matches_sklearn() -> None:
     problems = _kmeans_problems(np.random.default_rng(0), 90, 24, 4)
     identical = 0
@@ -173,7 +147,7 @@ def test_kmeans_replay_relocates_or_refuses_but_never_guesses() -> None:
     assert seen[KMEANS_RELOCATED] > 0 and seen[KMEANS_NOT_REPLAYED] > 0, seen
     assert wrong_relocated == 0, f"{wrong_relocated} relocations differ from scikit-learn ({seen})"
     # points 0.05 apart in 2-3 dimensions make k-means++ potentials tie to about one float32 ulp, where summation
-    # order (OpenBLAS's sgemv vs ours) decides: 1 of these 170 (the batched engine picks the same as we do there)
+    # order (OpenBLAS's sgemv vs ours) decides: 1 of these 170 
     assert wrong_sampled <= 2, f"{wrong_sampled}/{sampled} sampled problems differ from scikit-learn"
 
 

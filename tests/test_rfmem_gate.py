@@ -174,7 +174,7 @@ def test_trace_has_the_recorded_fields() -> None:
     GateParams(probe_k=10, probe_floor=0.2),
 ], ids=["defaults", "personabench", "shannon_no_floor", "floor_0.2"])
 def test_gate_many_is_the_per_query_gate_bit_for_bit(params: GateParams) -> None:
-    """The batched engines gate every query in one go; every field must equal the per-query function's."""
+    """The compiled engine gates every query in one go; every field must equal the per-query function's."""
     rng = np.random.default_rng(0)
     tops, sizes = [], []
     for _ in range(2000):

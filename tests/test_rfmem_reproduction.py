@@ -92,5 +92,5 @@ def test_run_sh_presets_give_the_official_code_numbers(tmp_path: Path, real_data
                                                        mpnet_installed: None) -> None:
     for (retriever, k), overall in OFFICIAL_RUN_SH_OVERALL.items():
         metrics, _ = _run(tmp_path, real_data_dir, f"{retriever}{k}", f"retriever={retriever}_personabench",
-                          f"retriever.k={k}")
+                          f"retriever.recollection.k={k}")
         assert _cells(metrics)["overall"] == pytest.approx(overall, abs=1e-9), (retriever, k)

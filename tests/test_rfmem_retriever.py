@@ -12,6 +12,7 @@ import pytest
 
 from memrepro.results import read_queries
 from memrepro.retrievers.base import RetrievalInput
+from memrepro.retrievers.rfmem.params import FamiliarityParams, GateParams, RecollectionParams
 from memrepro.retrievers.rfmem.recollection import recollect_faithful
 from memrepro.retrievers.rfmem.retriever import RecollectionRetriever, RFMemRetriever
 from memrepro.search import build_index, search
@@ -38,14 +39,28 @@ def world():
     return episodes, vectors, index, queries, query_vectors
 
 
-RFMEM_PB = dict(probe_k=5, probe_floor=0.3, probe_floor_ignored=True, lam=30.0, eps=0.0, theta_high=0.5,
-                theta_low=0.0, tau=0.30, k=5, beam=3, fanout=1, alpha=0.9, rounds=10, mmr_lambda=0.9, min_sim=0.0,
-                after_empty_round="stop", familiarity_min_sim=0.0)
+RFMEM_PB = dict(gate=dict(probe_k=5, probe_floor=0.3, probe_floor_ignored=True, lam=30.0, eps=0.0, theta_high=0.5,
+                          theta_low=0.0, tau=0.30),
+                recollection=dict(k=5, beam=3, fanout=1, alpha=0.9, rounds=10, mmr_lambda=0.9, min_sim=0.0,
+                                  after_empty_round="stop"),
+                familiarity=dict(min_sim=0.0))
+
+
+def rfmem(engine: str = "faithful", latency_scope: str = "path_only", **blocks: dict) -> RFMemRetriever:
+    """RF-Mem at the Table 2 R@5 settings, with ``blocks`` (``gate={...}``) changing fields of a block."""
+    merged = {name: {**RFMEM_PB[name], **blocks.get(name, {})} for name in RFMEM_PB}
+    return RFMemRetriever(gate=GateParams(**merged["gate"]), recollection=RecollectionParams(**merged["recollection"]),
+                          familiarity=FamiliarityParams(**merged["familiarity"]), engine=engine,
+                          latency_scope=latency_scope)
+
+
+def recollection(engine: str = "faithful", **fields) -> RecollectionRetriever:
+    return RecollectionRetriever(RecollectionParams(**fields), engine=engine)
 
 
 def test_recollection_retriever_matches_the_reference_per_query(world) -> None:
     _, vectors, index, queries, query_vectors = world
-    retriever = RecollectionRetriever(k=5, beam=3, fanout=2, alpha=0.5, mmr_lambda=0.9, min_sim=0.0)
+    retriever = recollection(k=5, beam=3, fanout=2, alpha=0.5, mmr_lambda=0.9, min_sim=0.0)
     assert retriever.name == "recollection" and retriever.order == "native"
     results = retriever.retrieve(queries, query_vectors, index)
     for query, vector, got in zip(queries, query_vectors, results):
@@ -59,7 +74,7 @@ def test_recollection_retriever_matches_the_reference_per_query(world) -> None:
 
 def test_rfmem_routes_each_query_and_runs_the_chosen_path(world) -> None:
     _, vectors, index, queries, query_vectors = world
-    retriever = RFMemRetriever(**RFMEM_PB)
+    retriever = rfmem()
     assert retriever.name == "rfmem" and retriever.order == "native"
     results = retriever.retrieve(queries, query_vectors, index)
     paths = [r.trace["path"] for r in results]
@@ -86,17 +101,17 @@ def test_rfmem_routes_each_query_and_runs_the_chosen_path(world) -> None:
 
 def test_gate_thresholds_route_everything_one_way(world) -> None:
     _, _, index, queries, query_vectors = world
-    always_familiar = RFMemRetriever(**{**RFMEM_PB, "theta_high": -1.0, "probe_floor_ignored": False,
-                                        "probe_floor": None})  # no padding: every mean is >= -1
+    always_familiar = rfmem(gate=dict(theta_high=-1.0, probe_floor_ignored=False,
+                                      probe_floor=None))  # no padding: every mean is >= -1
     assert {r.trace["path"] for r in always_familiar.retrieve(queries, query_vectors, index)} == {"familiarity"}
-    always_recollect = RFMemRetriever(**{**RFMEM_PB, "probe_floor_ignored": False, "probe_floor": 2.0})
+    always_recollect = rfmem(gate=dict(probe_floor_ignored=False, probe_floor=2.0))
     traces = [r.trace for r in always_recollect.retrieve(queries, query_vectors, index)]
     assert {(t["path"], t["rule"]) for t in traces} == {("recollection", "no_hits")}
 
 
 def test_gate_plus_path_latency_scope(world) -> None:
     _, _, index, queries, query_vectors = world
-    retriever = RFMemRetriever(**RFMEM_PB, latency_scope="gate_plus_path")
+    retriever = rfmem(latency_scope="gate_plus_path")
     for got in retriever.retrieve(queries[:4], query_vectors[:4], index):
         assert got.trace["latency_ms"] == pytest.approx(got.trace["gate_ms"] + got.trace["path_ms"])
     assert retriever.describe()["latency_scope"] == "gate_plus_path"
@@ -104,8 +119,7 @@ def test_gate_plus_path_latency_scope(world) -> None:
 
 def test_familiarity_k_and_floor_are_separate_from_recollection(world) -> None:
     _, _, index, queries, query_vectors = world
-    retriever = RFMemRetriever(**{**RFMEM_PB, "theta_high": -1.0, "familiarity_k": 2, "familiarity_min_sim": 0.99,
-                                  "probe_floor_ignored": False})
+    retriever = rfmem(gate=dict(theta_high=-1.0, probe_floor_ignored=False), familiarity=dict(k=2, min_sim=0.99))
     got = retriever.retrieve(queries[1:2], query_vectors[1:2], index)[0]
     assert list(got.hits.positions) == [5]  # q1 is memory 5 itself; nothing else passes 0.99
     assert retriever.describe()["familiarity"] == {"k": 2, "min_sim": 0.99}
@@ -113,7 +127,7 @@ def test_familiarity_k_and_floor_are_separate_from_recollection(world) -> None:
 
 def test_empty_query_batch(world) -> None:
     _, _, index, _, _ = world
-    assert RFMemRetriever(**RFMEM_PB).retrieve([], np.zeros((0, 6), np.float32), index) == []
+    assert rfmem().retrieve([], np.zeros((0, 6), np.float32), index) == []
     assert RecollectionRetriever().retrieve([], np.zeros((0, 6), np.float32), index) == []
 
 
@@ -123,25 +137,13 @@ def test_bad_choices_fail_at_construction() -> None:
     with pytest.raises(ValueError, match="latency_scope"):
         RecollectionRetriever(latency_scope="everything")
     with pytest.raises(ValueError, match="after_empty_round"):
-        RecollectionRetriever(after_empty_round="pause")
-
-
-def test_batched_engine_missing_is_a_clear_error(monkeypatch) -> None:
-    """A broken or absent batched engine (e.g. a torch build without it) fails with a message naming the fix."""
-    import sys
-
-    monkeypatch.setitem(sys.modules, "memrepro.retrievers.rfmem.batched", None)  # makes the import fail
-    with pytest.raises(ImportError, match="engine='faithful'"):
-        RecollectionRetriever(engine="batched")
-
-
-def test_batched_engine_returns_valid_rankings(world) -> None:
-    _, _, index, queries, query_vectors = world
-    for retriever in (RecollectionRetriever(engine="batched", k=5, min_sim=0.0),
-                      RFMemRetriever(**{**RFMEM_PB, "engine": "batched"})):
-        for got in retriever.retrieve(queries, query_vectors, index):
-            positions = list(got.hits.positions)
-            assert len(positions) == len(set(positions)) <= 5 and np.all(np.isfinite(got.hits.scores))
+        recollection(after_empty_round="pause")
+    with pytest.raises(ValueError, match="probe_k"):
+        RFMemRetriever(gate=GateParams(probe_k=0))
+    with pytest.raises(ValueError, match="familiarity k"):
+        RFMemRetriever(familiarity=FamiliarityParams(k=0))
+    with pytest.raises(TypeError, match="RecollectionParams"):
+        RecollectionRetriever(recollection=0.3)  # type: ignore[arg-type]
 
 
 # -- Hydra presets ---------------------------------------------------------------------------------------
@@ -163,32 +165,74 @@ def _compose(*overrides: str):
         return instantiate(compose("config", overrides=list(overrides)).retriever)
 
 
+def _compose_config(*overrides: str):
+    from hydra import compose, initialize_config_dir
+
+    import memrepro.config  # noqa: F401  (registers the schemas)
+
+    conf = Path(__file__).resolve().parents[1] / "conf"
+    with initialize_config_dir(config_dir=str(conf), version_base=None):
+        return compose("config", overrides=list(overrides))
+
+
 @pytest.mark.parametrize("preset", PRESETS)
 def test_every_preset_composes_and_accepts_overrides(preset: str) -> None:
-    retriever = _compose(f"retriever={preset}", "retriever.alpha=0.3", "retriever.k=7")
+    retriever = _compose(f"retriever={preset}", "retriever.recollection.alpha=0.3", "retriever.recollection.k=7")
     assert retriever.recollection.alpha == 0.3 and retriever.recollection.k == 7
     assert retriever.engine == "faithful"
+    if isinstance(retriever, RFMemRetriever):
+        tau = _compose(f"retriever={preset}", "retriever.gate.tau=0.123").gate.tau
+        assert tau == 0.123
 
 
-def test_table2_presets_hold_the_spec_settings() -> None:
-    r5 = _compose("retriever=rfmem_personabench_table2_r5")
-    assert (r5.recollection.k, r5.recollection.beam, r5.recollection.fanout, r5.recollection.alpha) == (5, 3, 1, 0.9)
-    assert (r5.gate.probe_k, r5.gate.lam, r5.gate.eps, r5.gate.theta_high, r5.gate.theta_low, r5.gate.tau) == (
-        5, 30.0, 0.0, 0.5, 0.0, 0.30)
-    assert r5.gate.probe_floor_ignored and r5.recollection.after_empty_round == "stop"
-    r10 = _compose("retriever=recollection_personabench_table2_r10")
-    assert (r10.recollection.k, r10.recollection.beam, r10.recollection.fanout, r10.recollection.alpha,
-            r10.recollection.mmr_lambda) == (10, 3, 2, 0.2, 0.9)
-    run_sh = _compose("retriever=rfmem_personabench", "retriever.k=5")
-    assert run_sh.gate.probe_k == 5  # PersonaBench probes with the retrieval K
+@pytest.mark.parametrize("name", ["recollection", "rfmem"])
+def test_python_api_and_cli_defaults_agree(name: str) -> None:
+    """``RecollectionRetriever()`` / ``RFMemRetriever()`` and ``retriever=recollection`` / ``retriever=rfmem`` are
+    one algorithm: every parameter, engine and latency setting equal (one source of defaults, params.py)."""
+    api = {"recollection": RecollectionRetriever, "rfmem": RFMemRetriever}[name]()
+    assert _compose(f"retriever={name}").describe() == api.describe()
+
+
+def test_rfmem_presets_reuse_the_recollection_block() -> None:
+    """An RF-Mem preset's Recollection path is its Recollection-only preset's, whatever the gate does."""
+    for rfmem_preset, recollection_preset in [
+            ("rfmem_personabench_table2_r5", "recollection_personabench_table2_r5"),
+            ("rfmem_personabench_table2_r10", "recollection_personabench_table2_r10"),
+            ("rfmem_personabench", "recollection_personabench"), ("rfmem_personamem", "recollection_personamem")]:
+        assert _compose(f"retriever={rfmem_preset}").recollection == \
+            _compose(f"retriever={recollection_preset}").recollection, rfmem_preset
+
+
+@pytest.mark.parametrize("variant,switch", [
+    ("dbscan", {"clustering": "dbscan"}), ("spectral", {"clustering": "spectral"}), ("gated", {"mixing": "gated"}),
+    ("graph_bfs", {"expansion": "graph_bfs"}), ("full_exploration", {"full_exploration": True})])
+def test_variant_presets_change_only_their_switch(variant: str, switch: dict) -> None:
+    """A D.8-D.9 preset is the Table 2 R@5 preset with its own switch on: the same as setting the switch there."""
+    preset = _compose(f"retriever=recollection_personabench_{variant}").recollection
+    overridden = _compose("retriever=recollection_personabench_table2_r5",
+                          *(f"retriever.recollection.{k}={str(v).lower()}" for k, v in switch.items())).recollection
+    assert preset == overridden
+
+
+def test_run_sh_probe_follows_the_retrieval_k() -> None:
+    """PersonaBench's run.sh probes with the retrieval K: overriding K moves the probe with it."""
+    assert _compose("retriever=rfmem_personabench", "retriever.recollection.k=5").gate.probe_k == 5
+    assert _compose("retriever=rfmem_personabench", "retriever.recollection.k=7").gate.probe_k == 7
+
+
+def test_experiment_config_selects_dataset_encoder_and_retriever() -> None:
+    cfg = _compose_config("+experiment=rfmem_table2_r5")
+    assert cfg.dataset._target_.endswith("load_personabench") and cfg.encoder.model.endswith("all-mpnet-base-v2")
+    retriever = _compose("+experiment=rfmem_table2_r5")
+    assert retriever.describe() == _compose("retriever=rfmem_personabench_table2_r5").describe()
 
 
 # -- CLI end to end on the fixtures ----------------------------------------------------------------------
 
 @pytest.mark.parametrize("dataset,retriever,extra", [
-    ("personabench", "rfmem_personabench", ("dataset.communities=[community_0]", "retriever.k=5",
+    ("personabench", "rfmem_personabench", ("dataset.communities=[community_0]", "retriever.recollection.k=5",
                                             "dataset.allow_unverified=true")),  # fixtures at pinned paths
-    ("locomo", "recollection", ("dataset.file=locomo/locomo10_two_conversations.json", "retriever.min_sim=0.0")),
+    ("locomo", "recollection", ("dataset.file=locomo/locomo10_two_conversations.json", "retriever.recollection.min_sim=0.0")),
 ])
 def test_cli_end_to_end(dataset: str, retriever: str, extra: tuple[str, ...], tmp_path: Path,
                         fixtures_dir: Path) -> None:
@@ -213,16 +257,17 @@ def test_cli_end_to_end(dataset: str, retriever: str, extra: tuple[str, ...], tm
     assert all(v["mean_path_ms"] >= 0 for v in routing.values())
 
 
-@pytest.mark.parametrize("engine", ["projected", "compiled"])
-def test_group_engines_match_the_faithful_rankings(world, engine: str) -> None:
-    """engine=projected (the batched engine on span coordinates) and engine=compiled (numba): same rankings and
-    traces as the reference here, timings aside."""
+def test_compiled_engine_matches_the_faithful_rankings(world) -> None:
+    """engine=compiled (numba): same rankings and traces as the reference here, timings aside; D.9 full
+    exploration included, the D.8 constructions refused."""
     _, vectors, index, queries, query_vectors = world
-    for make in (lambda engine: RecollectionRetriever(engine=engine, k=5, beam=3, fanout=2, alpha=0.5,
-                                                       mmr_lambda=0.9, min_sim=0.0),
-                 lambda engine: RFMemRetriever(**{**RFMEM_PB, "engine": engine})):
+    for make in (lambda engine: recollection(engine, k=5, beam=3, fanout=2, alpha=0.5, mmr_lambda=0.9,
+                                             min_sim=0.0),
+                 lambda engine: recollection(engine, k=5, beam=3, fanout=2, alpha=0.5, mmr_lambda=0.9, min_sim=0.0,
+                                             full_exploration=True),
+                 lambda engine: rfmem(engine)):
         faithful = make("faithful").retrieve(queries, query_vectors, index)
-        other = make(engine).retrieve(queries, query_vectors, index)
+        other = make("compiled").retrieve(queries, query_vectors, index)
         assert [list(r.hits.positions) for r in other] == [list(r.hits.positions) for r in faithful]
         # probe statistics are computed from each engine's own inner products (last-bit differences); the rest of
         # the trace (path, rule, K′, rounds, items) must be equal
@@ -235,41 +280,5 @@ def test_group_engines_match_the_faithful_rankings(world, engine: str) -> None:
                 assert (a.trace.get(key) is None) == (b.trace.get(key) is None)
                 if a.trace.get(key) is not None:
                     assert a.trace[key] == pytest.approx(b.trace[key], rel=1e-5, abs=1e-6)
-    with pytest.raises(ValueError, match="faithful engine only"):
-        RecollectionRetriever(engine=engine, clustering="dbscan")
-
-
-def test_pool_span_coordinates_keep_inner_products_and_duplicates() -> None:
-    import torch
-
-    from memrepro.retrievers.rfmem.batched import pool_span_coordinates
-
-    rng = np.random.default_rng(3)
-    E, L, d = 3, 12, 40
-    pools = np.zeros((E, L, d), dtype=np.float32)
-    lengths = np.array([12, 7, 10])
-    for e, n in enumerate(lengths):
-        pools[e, :n] = unit_rows(rng.normal(size=(n, d)))
-    pools[0, 5] = pools[0, 2]  # an exact duplicate: its coordinates must stay bitwise equal
-    queries = unit_rows(rng.normal(size=(5, d)))
-    queries[4] = pools[1, 3]  # a query inside its pool's span: nothing outside
-    shared = torch.tensor([0, 0, 1, 2, 1])
-    coords, q_coords, ids = pool_span_coordinates(torch.from_numpy(pools), torch.from_numpy(lengths),
-                                             torch.from_numpy(queries), shared)
-    assert coords.shape == (E, L, L + 1) and q_coords.shape == (5, L + 1)
-    for e, n in enumerate(lengths):
-        c = coords[e, :n].double().numpy()
-        np.testing.assert_allclose(c @ c.T, pools[e, :n] @ pools[e, :n].T, atol=2e-6)
-        assert not coords[e, n:].any() and not coords[e, :, L].any()  # padding and the query-only axis: zero
-    for i, e in enumerate(shared.tolist()):
-        np.testing.assert_allclose(coords[e].double().numpy() @ q_coords[i].double().numpy(), pools[e] @ queries[i],
-                                   atol=2e-6)
-        assert float(torch.linalg.vector_norm(q_coords[i])) == pytest.approx(1.0, abs=1e-6)
-    assert float(q_coords[4, L]) < 1e-3 and float(q_coords[0, L]) > 0.5  # d > L: a random query leaves the span
-    assert torch.equal(coords[0, 5], coords[0, 2])
-    assert ids[0, 5] == ids[0, 2] and len(set(ids[0, :12].tolist())) == 11  # ids of the original rows
-    # one query per pool takes the batched path; it must give the same coordinates
-    one_each = torch.tensor([2, 0, 1])
-    _, q_one, _ = pool_span_coordinates(torch.from_numpy(pools), torch.from_numpy(lengths),
-                                     torch.from_numpy(queries[[3, 0, 2]]), one_each)
-    torch.testing.assert_close(q_one, q_coords[[3, 0, 2]], atol=1e-6, rtol=0)
+    with pytest.raises(ValueError, match="needs engine='faithful'"):
+        recollection("compiled", clustering="dbscan")

@@ -68,13 +68,39 @@ def test_write_table_markdown_latex_csv(tmp_path: Path) -> None:
 # ---------------------------------------------------------------------------------------------------- fixtures
 
 
+RFMEM_TARGET = "memrepro.retrievers.rfmem.retriever.RFMemRetriever"
+RECOLLECTION_TARGET = "memrepro.retrievers.rfmem.retriever.RecollectionRetriever"
+
+
+def _nested(settings: dict[str, Any]) -> dict[str, Any]:
+    """Settings by dotted path (``recollection.alpha``) as the nested config a run records."""
+    nested: dict[str, Any] = {}
+    for key, value in settings.items():
+        *blocks, name = key.split(".")
+        node = nested
+        for block in blocks:
+            node = node.setdefault(block, {})
+        node[name] = value
+    return nested
+
+
+def _flat_record(settings: dict[str, Any]) -> dict[str, Any]:
+    """The same settings as a run made before the parameters were nested recorded them (every field flat,
+    ``familiarity_k`` / ``familiarity_min_sim``)."""
+    flat = {}
+    for key, value in settings.items():
+        block, _, name = key.partition(".")
+        flat[f"familiarity_{name}" if block == "familiarity" else (name or block)] = value
+    return flat
+
+
 def _write_run(root: Path, name: str, encoder: str, retriever: dict[str, Any], overall: dict[str, float],
                categories: dict[str, dict[str, float]], per_query: dict[str, dict[str, float]],
                dataset: str = "personabench", routing: dict | None = None, created: str = "2026-01-01") -> Path:
     identity = json.dumps([name, encoder, retriever, overall], sort_keys=True)
     folder = root / "runs" / dataset / name / encoder / hashlib.sha256(identity.encode()).hexdigest()[:16]
     folder.mkdir(parents=True)
-    config = {"dataset": {"noise": "0.0"}, "retriever": retriever, "encoder": {"model": encoder}}
+    config = {"dataset": {"noise": "0.0"}, "retriever": _nested(retriever), "encoder": {"model": encoder}}
     (folder / "config.yaml").write_text(yaml.safe_dump(config))
     cat_doc = {key: {"name": CATS[key][0], "n": CATS[key][1], "pooled": values} for key, values in categories.items()}
     metrics = {"dataset": dataset, "summary": {"pooled": overall, "categories": cat_doc, "split_mean": overall},
@@ -100,7 +126,11 @@ def _pb_fixture(root: Path, *, recollection_shift: float = 0.0) -> None:
             if method == "familiarity":
                 retriever = {"mode": "topk", "k": k, "min_sim": 0.0, "name": "familiarity"}
             else:
-                retriever = {**rfmem.recollection_settings(f"{name}_personabench_table2_r{k}"), "engine": "faithful"}
+                target = RFMEM_TARGET if name == "rfmem" else RECOLLECTION_TARGET
+                retriever = {**rfmem.recollection_settings(f"{name}_personabench_table2_r{k}"), "engine": "faithful",
+                             "_target_": target}
+                if k == 5:  # recorded before the parameters were nested: tables read both forms
+                    retriever = _flat_record(retriever)
             metric = f"pb_recall@{k}"
             cats = {key: {metric: paper[pk]} for pk, (key, _) in rfmem.PB_CATEGORIES.items()}
             if method == "recollection" and k == 5:
@@ -167,7 +197,8 @@ def test_preset_matching_refuses_other_settings(tmp_path: Path) -> None:
     runs = complete_runs(tmp_path)
     found = rfmem.find_run(runs, dataset="personabench", names=("rfmem",), encoder="all-mpnet-base-v2",
                            settings=rfmem.recollection_settings("rfmem_personabench_table2_r5"))
-    assert found is not None and found.retriever["tau"] == pytest.approx(0.30)
+    assert found is not None and found.retriever["gate"]["tau"] == pytest.approx(0.30)
+    assert "tau" in found.config["retriever"]  # the fixture's flat record, read in the nested form
     assert rfmem.find_run(runs, dataset="personabench", names=("rfmem",), encoder="all-mpnet-base-v2",
                           settings=rfmem.recollection_settings("rfmem_personabench_table2_r5",
                                                                clustering="dbscan")) is None
@@ -198,34 +229,32 @@ def test_tables_command_without_runs_says_what_to_do(tmp_path: Path, capsys: pyt
 def test_engine_agreement_pairs_runs_that_differ_only_in_the_engine(tmp_path: Path) -> None:
     from memrepro.tables.engines import agreement_table
 
-    base = {**rfmem.recollection_settings("recollection_personabench_table2_r5")}
-    for engine, seconds, tops in (("faithful", 8.0, [["a", "b"], ["c"]]), ("batched", 1.0, [["a", "b"], ["d"]]),
-                                  ("faithful", 5.0, [["a"], ["c"]]), ("projected", 0.5, [["a", "b"], ["c"]])):
-        retriever = {**base, "engine": engine, **({"alpha": 0.5} if seconds == 5.0 else {})}
+    base = {**rfmem.recollection_settings("recollection_personabench_table2_r5"), "_target_": RECOLLECTION_TARGET}
+    for engine, seconds, tops, alpha, created in (
+            ("faithful", 8.0, [["a", "b"], ["c"]], 0.9, "2026-01-01T12:00:00+00:00"),
+            ("compiled", 1.0, [["a", "b"], ["d"]], 0.9, "2026-01-01T12:00:05+00:00"),  # side by side
+            ("faithful", 5.0, [["a"], ["c"]], 0.5, "2026-01-01T12:00:00+00:00"),
+            ("compiled", 0.5, [["a"], ["c"]], 0.5, "2026-01-01T13:00:00+00:00"),  # an hour later: not side by side
+            ("faithful", 5.0, [["a"], ["c"]], 0.7, "2026-01-01T12:00:00+00:00")):  # no twin
+        retriever = {**base, "engine": engine, "recollection.alpha": alpha}
         folder = _write_run(tmp_path, "recollection", "all-mpnet-base-v2", retriever, {"pb_recall@5": 0.4},
                             {}, {"q0": {}, "q1": {}})
         doc = json.loads((folder / "metrics.json").read_text())
         doc.update(primary=["pb_recall@5"], timings={"retrieve_s": seconds})
-        if engine == "projected":  # made an hour after the faithful run: not side by side
-            doc["provenance"]["created"] = "2026-01-01T13:00:00+00:00"
-        elif engine == "faithful":
-            doc["provenance"]["created"] = "2026-01-01T12:00:00+00:00"
-        else:
-            doc["provenance"]["created"] = "2026-01-01T12:00:05+00:00"
+        doc["provenance"]["created"] = created
         doc["summary"]["pooled"]["pb_recall@5"] = 0.4 if engine == "faithful" else 0.35
         (folder / "metrics.json").write_text(json.dumps(doc))
         rows = [{"split": "all", "query_id": f"q{i}", "excluded": None, "metrics": {}, "top": [[m, 1.0] for m in top]}
                 for i, top in enumerate(tops)]
         (folder / "queries.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     frame, summary = agreement_table(complete_runs(tmp_path))
-    assert len(frame) == 2  # the alpha=0.5 faithful run has no twin
-    shown = [(row["engine"], row["identical rankings"], row["Δ (engine − faithful)"], row["speed-up"],
-              row["side by side"]) for _, row in frame.iterrows()]
-    assert shown == [("batched", "50.00%", "-0.0500", "8.0x", "yes"), ("projected", "100.00%", "-0.0500", "16.0x", "no")]
-    assert summary == ["batched: 1 pairs: identical rankings mean 50.00% (min 50.00%); max |Δ| 0.0500; speed-up "
-                       "median 8.0x (min 8.0x, max 8.0x)",
-                       "projected: 1 pairs: identical rankings mean 100.00% (min 100.00%); max |Δ| 0.0500; no "
-                       "side-by-side pair timed (1 timed apart, left out)"]
+    assert len(frame) == 2  # the alpha=0.7 faithful run has no twin
+    shown = [(row["settings"], row["engine"], row["identical rankings"], row["Δ (engine − faithful)"],
+              row["speed-up"], row["side by side"]) for _, row in frame.iterrows()]
+    assert sorted(shown) == [("k=5, beam=3, fanout=1, alpha=0.5", "compiled", "100.00%", "-0.0500", "10.0x", "no"),
+                             ("k=5, beam=3, fanout=1, alpha=0.9", "compiled", "50.00%", "-0.0500", "8.0x", "yes")]
+    assert summary == ["compiled: 2 pairs: identical rankings mean 75.00% (min 50.00%); max |Δ| 0.0500; speed-up "
+                       "median 8.0x (min 8.0x, max 8.0x) over the 1 side-by-side pairs (1 timed apart, left out)"]
 
 
 def test_figures_are_drawn_from_sweeps_and_gaps_are_named(tmp_path: Path) -> None:
@@ -236,10 +265,11 @@ def test_figures_are_drawn_from_sweeps_and_gaps_are_named(tmp_path: Path) -> Non
     for alpha in (0.2, 0.4):
         for tau in (0.2, 0.3):
             values[(alpha, tau)] = round(0.3 + alpha / 10 + tau / 5, 4)
-            retriever = {**base, "alpha": alpha, "tau": tau, "engine": "batched"}
+            retriever = {**base, "recollection.alpha": alpha, "gate.tau": tau, "engine": "compiled"}
             _write_run(tmp_path, "rfmem", "all-mpnet-base-v2", retriever, {"pb_recall@5": values[(alpha, tau)]}, {}, {})
     # the table preset's own point (tau 0.30 is in the grid; an off-grid tau would be dropped from the heatmap)
-    _write_run(tmp_path, "rfmem", "all-mpnet-base-v2", {**base, "alpha": 0.9, "tau": 0.19, "engine": "faithful"},
+    _write_run(tmp_path, "rfmem", "all-mpnet-base-v2",
+               {**base, "recollection.alpha": 0.9, "gate.tau": 0.19, "engine": "faithful"},
                {"pb_recall@5": 0.4009}, {}, {})
     lines = render_figures(complete_runs(tmp_path), tmp_path / "figures")
     drawn = [line for line in lines if line.startswith("- **Figure 14 (R@5)**")]

@@ -107,7 +107,7 @@ def main(argv: list[str] | None = None) -> int:
     frame, summary = agreement_table(runs)
     if not frame.empty:
         _say(write_table(frame, out, "engine_agreement",
-                         "Recollection engines: faithful vs batched, projected, compiled (same settings)",
+                         "Recollection engines: faithful vs compiled (same settings)",
                          notes=summary), "engine agreement")
     render_matrix(cells, out)
     from memrepro.tables.leaderboard import render_leaderboard

@@ -1,11 +1,10 @@
 """Faithful vs the other Recollection engines: agreement and speed, from pairs of runs that differ only in the engine.
 
 A pair is two complete runs whose dataset, encoder and retriever settings are equal except ``engine``: the
-faithful engine against each other one (``batched``; ``projected``, the batched engine on span coordinates;
-``compiled``, the faithful engine's loop in numba).
+faithful engine against the other one (``compiled``, the faithful engine's loop in numba).
 Per pair: the share of queries with identical stored top-N lists, the delta of the primary metric (pooled), and
 the retrieval wall time of each (``timings.retrieve_s``, the whole query set through ``retrieve``) with their
-ratio. Runs of one Hydra multirun (``retriever.engine=faithful,batched,projected,compiled``) share a process and its
+ratio. Runs of one Hydra multirun (``retriever.engine=faithful,compiled``) share a process and its
 conditions; runs made at different times may not, so the ratio is a measurement of this machine, not a constant. A
 pair whose runs come from different processes (``provenance.hardware.process``; runs older than that field: made
 more than ``SIDE_BY_SIDE_S`` apart) is marked "no" under "side by side" and left out of the speed-up summary (its
@@ -22,8 +21,10 @@ import pandas as pd
 
 from memrepro.tables.runs import NON_MEASURING_RETRIEVER_KEYS, Run
 
-SETTING_KEYS = ("k", "beam", "fanout", "alpha", "tau")
-OTHER_ENGINES = ("batched", "projected", "compiled")
+# the settings a row names: label → dotted path in the retriever config
+SETTING_KEYS = {"k": "recollection.k", "beam": "recollection.beam", "fanout": "recollection.fanout",
+                "alpha": "recollection.alpha", "tau": "gate.tau"}
+OTHER_ENGINES = ("compiled",)  # the batched and projected engines were retired (issue 14); their old runs stay apart
 DELTA = "Δ (engine − faithful)"
 SIDE_BY_SIDE_S = 600.0  # runs without a process id: a multirun's runs of one setting follow each other in seconds
 
@@ -35,7 +36,7 @@ def _key(run: Run) -> str:
 
 
 def engine_pairs(runs: Sequence[Run]) -> list[tuple[Run, Run]]:
-    """``(faithful, other)`` pairs for each batched engine; the newest run of each engine per configuration."""
+    """``(faithful, other)`` pairs for each other engine; the newest run of each engine per configuration."""
     groups: dict[str, dict[str, Run]] = {}
     for run in runs:
         engine = run.retriever.get("engine")
@@ -54,7 +55,8 @@ def compare(faithful: Run, other: Run) -> dict[str, Any]:
     primary = faithful.metrics["primary"][0]
     delta = other.metrics["summary"]["pooled"][primary] - faithful.metrics["summary"]["pooled"][primary]
     slow, fast = faithful.metrics["timings"]["retrieve_s"], other.metrics["timings"]["retrieve_s"]
-    settings = ", ".join(f"{k}={faithful.retriever[k]}" for k in SETTING_KEYS if k in faithful.retriever)
+    known = faithful.retriever_settings
+    settings = ", ".join(f"{label}={known[path]}" for label, path in SETTING_KEYS.items() if path in known)
     return {"dataset": faithful.dataset, "encoder": faithful.encoder_label, "retriever": faithful.retriever_name,
             "settings": settings, "engine": other.retriever["engine"], "queries": len(a), "identical rankings": same,
             "metric": primary, DELTA: delta, "faithful retrieve (s)": slow, "engine retrieve (s)": fast,
@@ -75,7 +77,7 @@ def agreement_table(runs: Sequence[Run]) -> tuple[pd.DataFrame, list[str]]:
     """Display frame (one row per pair) and one summary line per engine."""
     rows = [compare(f, o) for f, o in engine_pairs(runs)]
     if not rows:
-        return pd.DataFrame(), ["no faithful/batched pairs among the runs"]
+        return pd.DataFrame(), ["no faithful/compiled pairs among the runs"]
     frame = pd.DataFrame(rows)
     summary = []
     for engine, part in frame.groupby("engine", sort=True):

@@ -67,16 +67,17 @@ _PARAM_LABELS = {"alpha": "α (alpha)", "tau": "τ (tau)", "beam": "beam B", "fa
 
 
 def _lookup(run: Run, key: str) -> Any:
-    """A retriever setting (``alpha``), or a dataset / encoder one when prefixed (``dataset.noise``)."""
+    """A retriever setting by dotted path (``k``, ``recollection.alpha``), or a dataset / encoder one when
+    prefixed (``dataset.noise``)."""
     section, _, name = key.partition(".")
     if name and section in ("dataset", "encoder"):
         return (run.config.get(section) or {}).get(name, _MISSING)
-    return (run.config.get("retriever") or {}).get(key, _MISSING)
+    return run.retriever_settings.get(key, _MISSING)
 
 
 def _fixed_settings(run: Run, skip: set[str]) -> dict[str, Any]:
     """Every setting that must agree across the runs of one figure: retriever, dataset and encoder options."""
-    fixed = {k: v for k, v in (run.config.get("retriever") or {}).items() if k not in skip}
+    fixed = {k: v for k, v in run.retriever_settings.items() if k not in skip}
     for section, never in (("dataset", _DATASET_SKIP), ("encoder", _ENCODER_SKIP)):
         for k, v in (run.config.get(section) or {}).items():
             if k not in never and f"{section}.{k}" not in skip:

@@ -24,13 +24,12 @@ import yaml
 
 from memrepro.evaluation.significance import paired_bootstrap
 from memrepro.reference import reference_at
+from memrepro.retrievers.rfmem.params import VARIANT_DEFAULTS
 from memrepro.tables.reproduction import Cell
-from memrepro.tables.runs import NON_MEASURING_RETRIEVER_KEYS, Run, preferred, same_setting
+from memrepro.tables.runs import NON_MEASURING_RETRIEVER_KEYS, Run, dotted, preferred, same_setting
 
-PRESETS_DIR = Path(__file__).resolve().parents[2] / "conf" / "retriever"
-VARIANT_DEFAULTS = {"clustering": "kmeans", "mixing": "alpha", "expansion": "cluster", "full_exploration": False,
-                    "final_rerank": "none"}
-IGNORED_KEYS = {"defaults", *NON_MEASURING_RETRIEVER_KEYS}
+CONF_DIR = Path(__file__).resolve().parents[2] / "conf"
+IGNORED_KEYS = {"_target_", *NON_MEASURING_RETRIEVER_KEYS}
 
 # paper encoder -> (our encoder label or None, why a cell is not comparable; empty when it is)
 ENCODERS: dict[str, tuple[str | None, str]] = {
@@ -51,9 +50,17 @@ PB_CATEGORIES = {"basic_info": ("Basic_information_easy", "Basic Info"), "social
 
 @lru_cache(maxsize=None)
 def preset(name: str) -> dict[str, Any]:
-    """A retriever preset's literal settings (interpolations such as ``${.k}`` are left out)."""
-    values = yaml.safe_load((PRESETS_DIR / f"{name}.yaml").read_text(encoding="utf-8")) or {}
-    return {k: v for k, v in values.items() if k not in IGNORED_KEYS and not (isinstance(v, str) and "${" in v)}
+    """A retriever preset's settings as Hydra composes them (its defaults list and the schema's defaults
+    included), by dotted path (``recollection.alpha``), minus the keys that change no measurement."""
+    from hydra import compose, initialize_config_dir
+    from omegaconf import OmegaConf
+
+    import memrepro.config  # noqa: F401  (registers the schemas)
+
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base=None):
+        node = compose("config", overrides=[f"retriever={name}"]).retriever
+    values = dotted(OmegaConf.to_container(node, resolve=True))
+    return {k: v for k, v in values.items() if k not in IGNORED_KEYS}
 
 
 def find_run(runs: Sequence[Run], *, dataset: str, names: Sequence[str], encoder: str,
@@ -65,14 +72,16 @@ def find_run(runs: Sequence[Run], *, dataset: str, names: Sequence[str], encoder
             continue
         if any(not same_setting(run.config["dataset"].get(k), v) for k, v in (dataset_settings or {}).items()):
             continue
-        if all(same_setting(run.retriever.get(k), v) for k, v in settings.items()):
+        if all(same_setting(run.retriever_settings.get(k), v) for k, v in settings.items()):
             matches.append(run)
     return preferred(matches)
 
 
 def recollection_settings(preset_name: str, **variant: Any) -> dict[str, Any]:
-    """A recollection/RF-Mem preset plus a variant switch; the other switches pinned at their defaults."""
-    return {**VARIANT_DEFAULTS, **preset(preset_name), **variant}
+    """A recollection/RF-Mem preset plus a variant switch (Recollection field names); the other switches pinned
+    at their defaults. Keys are dotted paths (``recollection.clustering``)."""
+    switches = {f"recollection.{k}": v for k, v in {**VARIANT_DEFAULTS, **variant}.items()}
+    return {**preset(preset_name), **switches}
 
 
 def familiarity_settings(k: int) -> dict[str, Any]:

@@ -22,8 +22,21 @@ from memrepro.tables.rfmem import familiarity_settings, recollection_settings
 from memrepro.tables.runs import NON_MEASURING_RETRIEVER_KEYS as IGNORE, Run
 
 
+# the swept settings by their config paths, and the short names the drawing functions label axes with
+ALPHA, TAU, K = "recollection.alpha", "gate.tau", "recollection.k"
+BEAM, FANOUT = "recollection.beam", "recollection.fanout"
+SHORT = {ALPHA: "alpha", TAU: "tau", BEAM: "beam", FANOUT: "fanout", K: "k"}
+
+
 def _without(settings: dict[str, Any], *keys: str) -> dict[str, Any]:
     return {k: v for k, v in settings.items() if k not in keys}
+
+
+def _short(frame: pd.DataFrame) -> pd.DataFrame:
+    """The frame with swept columns under their short names (``alpha``), ``attrs`` kept."""
+    renamed = frame.rename(columns=SHORT)
+    renamed.attrs = dict(frame.attrs)
+    return renamed
 
 
 def _complete_rows(frame: pd.DataFrame, column: str, across: str) -> pd.DataFrame:
@@ -60,11 +73,11 @@ def render_figures(runs: Sequence[Run], out_dir: Path) -> list[str]:
         lines.append(f"- **{label}**: {names}" + (f" — {gap_note}" if gap_note else ""))
 
     for k, metric in ((5, "pb_recall@5"), (10, "pb_recall@10")):
-        settings = _without(recollection_settings(f"rfmem_personabench_table2_r{k}"), "alpha", "tau")
+        settings = _without(recollection_settings(f"rfmem_personabench_table2_r{k}"), ALPHA, TAU)
 
         def fig14(settings: dict[str, Any] = settings, metric: str = metric, k: int = k) -> list[Path]:
-            frame = figures.sweep_frame(runs, dataset="personabench", retriever="rfmem", vary=("alpha", "tau"),
-                                        metrics=(metric,), where=settings, ignore=IGNORE)
+            frame = _short(figures.sweep_frame(runs, dataset="personabench", retriever="rfmem", vary=(ALPHA, TAU),
+                                               metrics=(metric,), where=settings, ignore=IGNORE))
             frame = _complete_rows(frame, "tau", "alpha")
             return figures.figure_alpha_tau(frame, (metric,), out_dir / f"figure14_alpha_tau_k{k}",
                                             f"RF-Mem Fig. 14: α × τ on PersonaBench, K = {k} (rfmem Table 2 preset)")
@@ -73,16 +86,17 @@ def render_figures(runs: Sequence[Run], out_dir: Path) -> list[str]:
 
     lme = recollection_settings("recollection_longmemeval")
     attempt("Figure 15", lambda: figures.figure_beam_fanout(
-        _swept(figures.sweep_frame(runs, dataset="longmemeval_s", retriever="recollection", vary=("beam", "fanout"),
-                                   metrics=("recall_all@5", "recall_all@10", "recall_all@50"),
-                                   where=_without(lme, "beam", "fanout"), ignore=IGNORE), ("beam", "fanout")),
+        _swept(_short(figures.sweep_frame(runs, dataset="longmemeval_s", retriever="recollection",
+                                          vary=(BEAM, FANOUT), metrics=("recall_all@5", "recall_all@10",
+                                                                        "recall_all@50"),
+                                          where=_without(lme, BEAM, FANOUT), ignore=IGNORE)), ("beam", "fanout")),
         ("recall_all@5", "recall_all@10", "recall_all@50"), out_dir / "figure15_beam_fanout",
         "RF-Mem Fig. 15: beam B × fanout F, Recollection, LongMemEval-S"),
         "LongMemEval-M panels absent (file not in the data folder); cleaned S, all-MiniLM-L6-v2 stand-in")
     attempt("Figure 16", lambda: figures.figure_alpha_depth(
-        _swept(figures.sweep_frame(runs, dataset="longmemeval_s", retriever="recollection", vary=("alpha",),
-                                   metrics=("recall_all@5", "recall_all@10", "recall_all@50"),
-                                   where=_without(lme, "alpha"), ignore=IGNORE), ("alpha",)),
+        _swept(_short(figures.sweep_frame(runs, dataset="longmemeval_s", retriever="recollection", vary=(ALPHA,),
+                                          metrics=("recall_all@5", "recall_all@10", "recall_all@50"),
+                                          where=_without(lme, ALPHA), ignore=IGNORE)), ("alpha",)),
         ("recall_all@5", "recall_all@10", "recall_all@50"), out_dir / "figure16_alpha_depth",
         "RF-Mem Fig. 16: α at depths 5 / 10 / 50, Recollection, LongMemEval-S"),
         "the paper plots LongMemEval-M (absent here); S stands in")
@@ -92,13 +106,14 @@ def render_figures(runs: Sequence[Run], out_dir: Path) -> list[str]:
             "Familiarity": figures.sweep_frame(runs, dataset="personabench", retriever="familiarity", vary=("k",),
                                                metrics=("pb_recall",), where=_without(familiarity_settings(5), "k"),
                                                ignore=IGNORE),
-            "Recollection": figures.sweep_frame(
-                runs, dataset="personabench", retriever="recollection", vary=("k",), metrics=("pb_recall",),
-                where=_without(recollection_settings("recollection_personabench"), "k"), ignore=IGNORE),
+            "Recollection": _short(figures.sweep_frame(
+                runs, dataset="personabench", retriever="recollection", vary=(K,), metrics=("pb_recall",),
+                where=_without(recollection_settings("recollection_personabench"), K), ignore=IGNORE)),
             # the run.sh preset probes with the retrieval K (probe_k = k), so probe_k moves with k by design
-            "RF-Mem": figures.sweep_frame(
-                runs, dataset="personabench", retriever="rfmem", vary=("k",), metrics=("pb_recall",),
-                where=_without(recollection_settings("rfmem_personabench"), "k"), ignore=(*IGNORE, "probe_k")),
+            "RF-Mem": _short(figures.sweep_frame(
+                runs, dataset="personabench", retriever="rfmem", vary=(K,), metrics=("pb_recall",),
+                where=_without(recollection_settings("rfmem_personabench"), K, "gate.probe_k"),
+                ignore=(*IGNORE, "gate.probe_k"))),
         }
         return figures.figure_k_sensitivity(by_method, "pb_recall", out_dir / "figure17_k_sensitivity",
                                             "RF-Mem Fig. 17 (stand-in): recall at K on PersonaBench")

@@ -16,6 +16,7 @@ from typing import Any, Callable, Iterable
 import yaml
 
 from memrepro.results import COMPLETE, read_metrics, read_queries, run_problem
+from memrepro.retrievers.rfmem.params import nest_flat_config
 
 
 # Retriever settings that change how a run computes, never what it measures.
@@ -41,6 +42,18 @@ def same_setting(a: Any, b: Any) -> bool:
     return type(a) is type(b) and a == b
 
 
+def dotted(node: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    """A nested config as ``{"recollection.alpha": 0.9, ...}``: every leaf under its dotted path, the way the
+    command line names it (``retriever.recollection.alpha``) without the group."""
+    flat: dict[str, Any] = {}
+    for key, value in node.items():
+        if isinstance(value, Mapping) and value and "_target_" not in value:
+            flat.update(dotted(value, f"{prefix}{key}."))
+        else:
+            flat[f"{prefix}{key}"] = value
+    return flat
+
+
 @dataclass(frozen=True)
 class Run:
     folder: Path
@@ -61,9 +74,15 @@ class Run:
     def dataset(self) -> str:
         return self.metrics["dataset"]
 
-    @property
+    @cached_property
     def retriever(self) -> dict[str, Any]:
-        return self.config["retriever"]
+        """The retriever config in the current (nested) form, whatever form the run recorded."""
+        return nest_flat_config(self.config["retriever"])
+
+    @cached_property
+    def retriever_settings(self) -> dict[str, Any]:
+        """The retriever config by dotted path (``recollection.alpha``, ``gate.tau``, ``k``)."""
+        return dotted(self.retriever)
 
     @property
     def retriever_name(self) -> str:

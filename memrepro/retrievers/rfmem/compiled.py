@@ -3,10 +3,10 @@
 Spec: ``../shared/specs/retrievers.md`` §3. ``recollection.recollect_faithful`` runs RF-Mem's
 ``retrieve_pyramid_v2`` one query at a time in Python with scikit-learn's KMeans; for PersonaBench-sized pools
 nearly all of its time is interpreter and scikit-learn call overhead (87 % in ``KMeans.fit_predict``, of which the
-Lloyd iterations are about a tenth). The batched engine removes the per-query overhead by batching, but keeps a
-per-round cost of ~100 small kernels. This engine instead compiles the per-query loop itself: the same steps in
-the same order as the faithful engine, with scikit-learn's KMeans replayed operation by operation (as the batched
-engine does, see ``batched.py``): data centred by a row-by-row float32 mean; k-means++ on the centred data with
+Lloyd iterations are about a tenth). This engine compiles the per-query loop itself: the same steps in the same
+order as the faithful engine, with scikit-learn's KMeans replayed operation by operation (the host-side inputs of
+the replay, scikit-learn's random stream among them, are in ``kmeans_replay.py``): data centred by a row-by-row
+float32 mean; k-means++ on the centred data with
 ``RandomState(seed)``'s stream (the first centre from ``choice``, ``2 + int(log k)`` uniform draws per further
 centre), squared distances computed in float64 as ``-2·a·b + ‖a‖² + ‖b‖²`` and rounded to float32, the cumulative
 potential in the installed release's precision, first-minimum choices; Lloyd in float32 (E-step ``‖c‖² − 2·x·c``,
@@ -31,21 +31,25 @@ threads would mostly add start-up and, next to torch's OpenMP pool, spin-wait co
 with two numba threads beside torch's on this 2-core machine). The first call compiles the kernels (about 20 s;
 cached on disk afterwards, numba's ``cache=True``); callers that time retrieval call ``warm_up()`` first, as a
 model is loaded before it is timed.
+
+It runs the released algorithm, the dense re-rank and D.9 full exploration (the stop rule's only switch), all
+checked against the faithful engine; the D.8 constructions (DBSCAN, spectral clustering, gated mixing, graph BFS)
+are the faithful engine's only and refused here.
 """
 
 from __future__ import annotations
 
-import functools
 import math
 from dataclasses import dataclass
 
 import numpy as np
 
-from memrepro.retrievers.rfmem.batched import (_first_centre, _n_local_trials, _sklearn_cumsum_is_float32,
-                                                _uniform_stream)
-from memrepro.retrievers.rfmem.params import RecollectionParams
-from memrepro.retrievers.rfmem.recollection import (RecollectionResult, recollect_faithful,
-                                                     refuse_faithful_only_variants, validate_params)
+from memrepro.retrievers.rfmem.kmeans_replay import (KMEANS_MAX_ITER, KMEANS_TOL, first_centres, n_local_trials,
+                                                     sklearn_cumsum_is_float32, uniform_stream)
+from memrepro.retrievers.rfmem.params import (RecollectionParams, refuse_faithful_only_variants,
+                                              validate_recollection)
+from memrepro.retrievers.rfmem.recollection import recollect_faithful
+from memrepro.retrievers.rfmem.result import NORM_EPS, STOP_REASONS, RecollectionResult, finish, round_trace
 
 try:
     import numba
@@ -53,10 +57,6 @@ try:
 except ImportError:  # pragma: no cover - exercised only where numba is missing
     numba = None
 
-NORM_EPS = 1e-12
-KMEANS_MAX_ITER = 300  # scikit-learn defaults, as the code calls KMeans
-KMEANS_TOL = 1e-4
-STOP_REASONS = ("rounds_exhausted", "k_reached", "empty_round")  # as recollect_faithful names them
 KMEANS_OK, KMEANS_RELOCATED, KMEANS_NOT_REPLAYED = 0, 1, -1
 # reassociation lets LLVM sum inner products in SIMD lanes; no 'nnan'/'ninf': infinities must compare correctly
 FAST = {"reassoc", "contract"}
@@ -66,7 +66,7 @@ def require_numba() -> None:
     """Raise a clear error where numba is not installed (the other engines do not need it)."""
     if numba is None:
         raise ImportError("engine='compiled' needs numba (pip install 'memrepro[compiled]' or pip install numba); "
-                          "use engine='faithful' or 'batched' without it")
+                          "use engine='faithful' without it")
 
 
 @dataclass(frozen=True)
@@ -75,19 +75,6 @@ class RecollectionBatch:
 
     results: list[RecollectionResult]
     fallbacks: int
-
-
-# ----------------------------------------------------------------------------------------------------------
-# k-means++ first centres (host side, once per call; the stream, the trial count and the cumsum probe are the
-# batched engine's, which replays the same scikit-learn code)
-
-
-@functools.lru_cache(maxsize=16)
-def _first_centres(seed: int, max_n: int) -> np.ndarray:
-    """``first[n]`` = ``batched._first_centre(seed, n)`` for every ``n <= max_n``, as one array the kernels index."""
-    first = np.array([0] + [_first_centre(seed, n) for n in range(1, max_n + 1)], dtype=np.int64)
-    first.flags.writeable = False  # shared by every call through the cache
-    return first
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -566,8 +553,8 @@ def recollect_compiled(q0s: np.ndarray, pools: np.ndarray, lengths: np.ndarray, 
     as ``recollect_faithful`` gives query by query.
     """
     require_numba()
-    validate_params(params)
-    refuse_faithful_only_variants(params, "compiled")  # D.9 full exploration and the dense re-rank it does run
+    validate_recollection(params)
+    refuse_faithful_only_variants(params, "compiled")
     q0s = np.ascontiguousarray(q0s, dtype=np.float32)
     pools = np.ascontiguousarray(pools, dtype=np.float32)
     lengths = np.ascontiguousarray(lengths, dtype=np.int64)
@@ -597,9 +584,9 @@ def recollect_compiled(q0s: np.ndarray, pools: np.ndarray, lengths: np.ndarray, 
 
     B, F, R, K = params.beam, params.fanout, params.rounds, params.k
     k_max = min(B, (B + R - 1) * F, max(L, 1))
-    draws = 1 + max(k_max - 1, 0) * _n_local_trials(max(k_max, 1))  # enough for every problem's k <= k_max
-    stream = _uniform_stream(params.kmeans_seed, draws)
-    first_centre = _first_centres(params.kmeans_seed, max(L, 1))
+    draws = 1 + max(k_max - 1, 0) * n_local_trials(max(k_max, 1))  # enough for every problem's k <= k_max
+    stream = uniform_stream(params.kmeans_seed, draws)
+    first_centre = first_centres(params.kmeans_seed, max(L, 1))
     floor = 0.0 if params.min_sim is None else float(params.min_sim)
     full_exploration = bool(params.full_exploration)
 
@@ -615,10 +602,9 @@ def recollect_compiled(q0s: np.ndarray, pools: np.ndarray, lengths: np.ndarray, 
     _recollect_all(q0s, pools, lengths, pool_of_query, canonical, K, B, F, R, float(params.alpha),
                    float(params.mmr_lambda), floor, params.min_sim is not None,
                    params.dead_branch_policy == "keep", params.after_empty_round == "stop", full_exploration,
-                   stream, first_centre, _sklearn_cumsum_is_float32(), out_pos, out_score, out_n, tr_items,
+                   stream, first_centre, sklearn_cumsum_is_float32(), out_pos, out_score, out_n, tr_items,
                    tr_cands, tr_dead, rounds, stop, ok)
 
-    rerank = params.final_rerank == "dense" or full_exploration
     results: list[RecollectionResult] = []
     fallbacks = 0
     for i in range(b):
@@ -627,19 +613,11 @@ def recollect_compiled(q0s: np.ndarray, pools: np.ndarray, lengths: np.ndarray, 
             fallbacks += 1
             results.append(recollect_faithful(q0s[i], pools[e, :lengths[e]], params))
             continue
-        count = int(out_n[i])
-        pos, sc = out_pos[i, :count], out_score[i, :count]
-        if rerank and count:
-            cosines = pools[e, pos] @ q0s[i]
-            order = np.lexsort((pos, -cosines.astype(np.float64)))
-            pos, sc = pos[order], cosines[order].astype(np.float64)
-        m = int(rounds[i])
-        trace = {"rounds": m, "items_per_round": tr_items[i, :m].tolist(),
-                 "candidates_per_round": tr_cands[i, :m].tolist(), "dead_branches_per_round": tr_dead[i, :m].tolist(),
-                 "stop_reason": STOP_REASONS[int(stop[i])]}
-        if full_exploration:
-            trace["collected"] = count
-        results.append(RecollectionResult(pos[:K].tolist(), sc[:K].tolist(), trace))
+        count, m = int(out_n[i]), int(rounds[i])
+        trace = round_trace(tr_items[i, :m].tolist(), tr_cands[i, :m].tolist(), tr_dead[i, :m].tolist(),
+                            STOP_REASONS[int(stop[i])])
+        results.append(finish(out_pos[i, :count].tolist(), out_score[i, :count].tolist(), q0s[i], pools[e], params,
+                              trace))
     return RecollectionBatch(results, fallbacks)
 
 
@@ -674,9 +652,9 @@ def kmeans_labels(x: np.ndarray, k: int, seed: int = 42) -> tuple[np.ndarray, in
         raise ValueError(f"need 1 <= k <= n, got k={k}, n={n}")
     ids = np.empty(n, dtype=np.int64)
     _canonical_rows(x, n, ids)
-    stream = _uniform_stream(seed, 1 + (k - 1) * _n_local_trials(k))
+    stream = uniform_stream(seed, 1 + (k - 1) * n_local_trials(k))
     labels = np.zeros(n, dtype=np.int64)
-    status = _kmeans_labels(x, ids, k, stream, _first_centres(seed, n), _sklearn_cumsum_is_float32(), labels)
+    status = _kmeans_labels(x, ids, k, stream, first_centres(seed, n), sklearn_cumsum_is_float32(), labels)
     return labels, int(status)
 
 

@@ -144,7 +144,7 @@ def gate_many(top_scores: Sequence[np.ndarray], pool_sizes: Sequence[int], param
     Queries are grouped by K′ and each group's kept scores stacked into a matrix whose rows go through the same
     float32 operations as ``probe_stats`` (NumPy reduces each row of a C-contiguous matrix exactly as it reduces
     the 1-D array; ``tests/test_rfmem_gate.py`` checks every field against the per-query function). Saves the
-    ~30 µs of per-query NumPy call overhead that dominates the batched engines' gate.
+    ~30 µs of per-query NumPy call overhead that would dominate the compiled engine's gate.
     """
     if len(top_scores) != len(pool_sizes):
         raise ValueError(f"{len(top_scores)} probe results for {len(pool_sizes)} pool sizes")

@@ -57,30 +57,24 @@ and the output are those of the released algorithm, bit for bit.
   the search under ``after_empty_round="stop"``: nothing more is reachable); every emitted item (the beam's
   hits, as in the default; children pruned from the beam are not "collected") is then re-ranked by cosine to
   q0 (ties by position), as ``final_rerank="dense"`` does, and cut to K. Combines with any of the above.
+
+The D.8 constructions exist in this engine only; the compiled engine (``compiled.py``) runs the released
+algorithm, ``final_rerank`` and D.9 full exploration, which it shares with this one through ``result.finish``.
 """
 
 from __future__ import annotations
 
 import math
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 from sklearn.cluster import DBSCAN, KMeans, SpectralClustering
 from sklearn.exceptions import ConvergenceWarning
 
-from memrepro.retrievers.rfmem.params import RecollectionParams
-
-NORM_EPS = 1e-12
-
-
-@dataclass(frozen=True)
-class RecollectionResult:
-    """One query's Recollection output: pool positions and carried scores in insertion order, plus a trace."""
-
-    positions: list[int]
-    scores: list[float]
-    trace: dict = field(default_factory=dict)
+from memrepro.retrievers.rfmem.params import RecollectionParams, validate_recollection
+from memrepro.retrievers.rfmem.result import (EMPTY_ROUND, K_REACHED, NORM_EPS, ROUNDS_EXHAUSTED,
+                                              RecollectionResult, finish, round_trace)
 
 
 @dataclass
@@ -207,7 +201,7 @@ def recollect_faithful(q0: np.ndarray, pool: np.ndarray, params: RecollectionPar
         raise ValueError(f"pool must be (n, {q0.shape[0]}), got {pool.shape}")
     if not np.all(np.isfinite(q0)):
         raise ValueError("query vector has a non-finite entry")
-    validate_params(params)
+    validate_recollection(params)
     if params.expansion == "graph_bfs":
         return _recollect_graph_bfs(q0, pool, params)
 
@@ -220,7 +214,7 @@ def recollect_faithful(q0: np.ndarray, pool: np.ndarray, params: RecollectionPar
     dead_per_round: list[int] = []
     noise_per_round: list[int] = []  # DBSCAN only
     gates_per_round: list[list[float]] = []  # gated mixing only
-    stop_reason = "rounds_exhausted"
+    stop_reason = ROUNDS_EXHAUSTED
 
     for round_index in range(params.rounds):
         n_search = (params.beam + round_index) * params.fanout
@@ -267,7 +261,7 @@ def recollect_faithful(q0: np.ndarray, pool: np.ndarray, params: RecollectionPar
         if not children:
             items_per_round.append(0)
             if params.after_empty_round == "stop":
-                stop_reason = "empty_round"
+                stop_reason = EMPTY_ROUND
                 break
             continue  # same beam next round; its N grows by F
 
@@ -282,30 +276,15 @@ def recollect_faithful(q0: np.ndarray, pool: np.ndarray, params: RecollectionPar
                     emitted += 1
         items_per_round.append(emitted)
         if len(out) >= params.k and not params.full_exploration:
-            stop_reason = "k_reached"
+            stop_reason = K_REACHED
             break
 
-    trace = {"rounds": len(items_per_round), "items_per_round": items_per_round,
-             "candidates_per_round": candidates_per_round, "dead_branches_per_round": dead_per_round,
-             "stop_reason": stop_reason}
+    trace = round_trace(items_per_round, candidates_per_round, dead_per_round, stop_reason)
     if params.clustering == "dbscan":
         trace["noise_per_round"] = noise_per_round
     if params.mixing == "gated":
         trace["gates_per_round"] = gates_per_round
-    return _finish(out, q0, pool, params, trace)
-
-
-def _finish(out: list[tuple[int, float]], q0: np.ndarray, pool: np.ndarray, params: RecollectionParams,
-            trace: dict) -> RecollectionResult:
-    """Optional dense re-rank (``final_rerank="dense"`` or full exploration), then truncation to K."""
-    if params.full_exploration:
-        trace["collected"] = len(out)
-    if (params.final_rerank == "dense" or params.full_exploration) and out:
-        cosines = pool[[p for p, _ in out]] @ q0
-        order = np.lexsort((np.array([p for p, _ in out]), -cosines.astype(np.float64)))
-        out = [(out[i][0], float(cosines[i])) for i in order]
-    out = out[: params.k]
-    return RecollectionResult([p for p, _ in out], [s for _, s in out], trace)
+    return finish([p for p, _ in out], [s for _, s in out], q0, pool, params, trace)
 
 
 def knn_neighbours(node: int, pool: np.ndarray, degree: int, edge_floor: float | None) -> list[tuple[int, float]]:
@@ -332,7 +311,7 @@ def _recollect_graph_bfs(q0: np.ndarray, pool: np.ndarray, params: RecollectionP
     items_per_round: list[int] = []
     candidates_per_round: list[int] = []
     frontier: list[int] = []
-    stop_reason = "rounds_exhausted"
+    stop_reason = ROUNDS_EXHAUSTED
 
     for level in range(params.rounds):
         fresh: list[int] = []
@@ -352,79 +331,15 @@ def _recollect_graph_bfs(q0: np.ndarray, pool: np.ndarray, params: RecollectionP
             candidates_per_round.append(examined)
         if not fresh:
             items_per_round.append(0)
-            stop_reason = "empty_round"  # BFS exhausted: no later level can find anything either
+            stop_reason = EMPTY_ROUND  # BFS exhausted: no later level can find anything either
             break
         visited.update(fresh)  # the seeds (later levels are marked on discovery)
         out.extend((p, float(query_cosines[p])) for p in fresh)
         items_per_round.append(len(fresh))
         frontier = fresh
         if len(out) >= params.k and not params.full_exploration:
-            stop_reason = "k_reached"
+            stop_reason = K_REACHED
             break
 
-    trace = {"rounds": len(items_per_round), "items_per_round": items_per_round,
-             "candidates_per_round": candidates_per_round, "dead_branches_per_round": [0] * len(items_per_round),
-             "stop_reason": stop_reason}
-    return _finish(out, q0, pool, params, trace)
-
-
-VARIANT_DEFAULTS = {"clustering": "kmeans", "mixing": "alpha", "expansion": "cluster", "full_exploration": False}
-
-
-def nondefault_variants(params: RecollectionParams) -> list[str]:
-    """The D.8-D.9 switches set away from the released algorithm (empty for the default), as ``name=value``."""
-    return [f"{name}={getattr(params, name)!r}" for name, default in VARIANT_DEFAULTS.items()
-            if getattr(params, name) != default]
-
-
-# The D.8 constructions above exist in this engine only; the group engines (batched, projected, compiled) run the
-# released algorithm, plus D.9 full exploration and the final dense re-rank.
-FAITHFUL_ONLY_DEFAULTS = {"clustering": "kmeans", "mixing": "alpha", "expansion": "cluster"}
-
-
-def refuse_faithful_only_variants(params: RecollectionParams, engine: str) -> None:
-    """Raise, naming each switch, if ``params`` asks ``engine`` for a D.8 construction only this module has."""
-    unsupported = [f"{name}={getattr(params, name)!r}" for name, default in FAITHFUL_ONLY_DEFAULTS.items()
-                   if getattr(params, name, default) != default]
-    if unsupported:
-        raise ValueError(f"the {engine} engine runs the released algorithm only; {', '.join(unsupported)} needs "
-                         "engine='faithful'")
-
-
-def validate_params(params: RecollectionParams) -> None:
-    """Reject settings the algorithm has no meaning for, with the offending field named."""
-    if params.k < 1:
-        raise ValueError(f"recollection k must be >= 1, got {params.k}")
-    if params.beam < 1 or params.fanout < 1:
-        raise ValueError(f"recollection beam and fanout must be >= 1, got B={params.beam}, F={params.fanout}")
-    if params.rounds < 1:
-        raise ValueError(f"recollection rounds must be >= 1, got {params.rounds}")
-    if params.after_empty_round not in ("continue", "stop"):
-        raise ValueError(f"after_empty_round must be 'continue' or 'stop', got {params.after_empty_round!r}")
-    if params.dead_branch_policy not in ("keep", "drop"):
-        raise ValueError(f"dead_branch_policy must be 'keep' or 'drop', got {params.dead_branch_policy!r}")
-    if params.final_rerank not in ("none", "dense"):
-        raise ValueError(f"final_rerank must be 'none' or 'dense', got {params.final_rerank!r}")
-    if params.clustering not in ("kmeans", "dbscan", "spectral"):
-        raise ValueError(f"clustering must be 'kmeans', 'dbscan' or 'spectral', got {params.clustering!r}")
-    if params.mixing not in ("alpha", "gated"):
-        raise ValueError(f"mixing must be 'alpha' or 'gated', got {params.mixing!r}")
-    if params.expansion not in ("cluster", "graph_bfs"):
-        raise ValueError(f"expansion must be 'cluster' or 'graph_bfs', got {params.expansion!r}")
-    if not isinstance(params.full_exploration, bool):
-        raise ValueError(f"full_exploration must be a bool, got {params.full_exploration!r}")
-    if params.clustering == "dbscan":
-        if not params.dbscan_eps > 0:
-            raise ValueError(f"dbscan_eps must be > 0, got {params.dbscan_eps}")
-        if params.dbscan_min_samples < 1:
-            raise ValueError(f"dbscan_min_samples must be >= 1, got {params.dbscan_min_samples}")
-        if params.dbscan_noise not in ("singleton", "drop"):
-            raise ValueError(f"dbscan_noise must be 'singleton' or 'drop', got {params.dbscan_noise!r}")
-    if params.clustering == "spectral" and not params.spectral_gamma > 0:
-        raise ValueError(f"spectral_gamma must be > 0, got {params.spectral_gamma}")
-    if params.expansion == "graph_bfs":
-        if params.graph_k is not None and params.graph_k < 1:
-            raise ValueError(f"graph_k must be >= 1 or None, got {params.graph_k}")
-        if params.clustering != "kmeans" or params.mixing != "alpha":
-            raise ValueError("expansion='graph_bfs' replaces clustering and mixing: leave clustering='kmeans' and "
-                             f"mixing='alpha', got clustering={params.clustering!r}, mixing={params.mixing!r}")
+    trace = round_trace(items_per_round, candidates_per_round, [0] * len(items_per_round), stop_reason)
+    return finish([p for p, _ in out], [s for _, s in out], q0, pool, params, trace)
