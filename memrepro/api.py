@@ -8,15 +8,14 @@ aggregation, a results folder with provenance naming the retriever), so ``tables
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any, Literal, Protocol, Sequence, runtime_checkable
 
 import numpy as np
 
+from memrepro.paths import CONFIG_DIR
 from memrepro.retrievers.base import RetrievalInput, Retrieved
 from memrepro.search import EpisodeIndex, Hits
 
-CONFIG_DIR = str(Path(__file__).resolve().parents[1] / "conf")
 
 # What one query's result may be: ranked memory ids, (memory_id, score) pairs, or memrepro's own Retrieved/Hits.
 Ranked = Sequence[str] | Sequence[tuple[str, float]] | Retrieved | Hits
@@ -52,7 +51,7 @@ def compose(dataset: str = "locomo", encoder: str = "mpnet", retriever: str = "d
 
     if GlobalHydra.instance().is_initialized():
         GlobalHydra.instance().clear()
-    with initialize_config_dir(version_base="1.3", config_dir=CONFIG_DIR, job_name="memrepro_evaluate"):
+    with initialize_config_dir(version_base="1.3", config_dir=str(CONFIG_DIR), job_name="memrepro_evaluate"):
         return hydra_compose("config", overrides=[f"dataset={dataset}", f"encoder={encoder}",
                                                   f"retriever={retriever}", *overrides])
 

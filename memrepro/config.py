@@ -12,6 +12,8 @@ from typing import Any, List, Optional
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING
 
+from memrepro.datasets.locomo import SPLIT_SEEDS
+from memrepro.limits import DEFAULT_CHUNK_BYTES
 from memrepro.retrievers.rfmem.params import FamiliarityParams, GateParams, RecollectionParams
 from memrepro.training.recipes import CrossEncoderRecipe, V1Recipe
 
@@ -23,7 +25,7 @@ class LocomoDatasetConfig:
     allow_unverified: bool = False  # run on a file whose sha256 is not the pinned one (labelled)
     file: str = "locomo/locomo10.json"
     evidence_rule: str = "exact"
-    seeds: List[int] = field(default_factory=lambda: [7, 11, 23, 31, 47])
+    seeds: List[int] = field(default_factory=lambda: list(SPLIT_SEEDS))
 
 
 @dataclass
@@ -86,7 +88,7 @@ class DenseRetrieverConfig:
     mode: str = "full"
     k: Optional[int] = None
     min_sim: Optional[float] = None
-    chunk_bytes: int = 256 << 20
+    chunk_bytes: int = DEFAULT_CHUNK_BYTES
     name: str = "dense"
 
 
@@ -109,7 +111,7 @@ class RFMemRetrieverConfig(RecollectionRetrieverConfig):
     _target_: str = "memrepro.retrievers.rfmem.retriever.RFMemRetriever"
     gate: GateParams = field(default_factory=GateParams)
     familiarity: FamiliarityParams = field(default_factory=FamiliarityParams)
-    chunk_bytes: int = 256 << 20  # memory bound of the faithful engine's Familiarity-path search
+    chunk_bytes: int = DEFAULT_CHUNK_BYTES  # memory bound of the faithful engine's Familiarity-path search
 
 
 @dataclass

@@ -19,8 +19,9 @@ from typing import Any, Callable, Sequence
 import yaml
 
 from memrepro.errors import MemreproError
+from memrepro.paths import CONFIG_DIR
 
-DEFAULT_LIST = Path(__file__).resolve().parents[1] / "conf" / "experiments.yaml"
+DEFAULT_LIST = CONFIG_DIR / "experiments.yaml"
 KINDS = ("run", "train")
 
 

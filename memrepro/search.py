@@ -31,9 +31,9 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 import torch
 
+from memrepro.limits import DEFAULT_CHUNK_BYTES
 from memrepro.types import Episode
 
-DEFAULT_CHUNK_BYTES = 256 << 20
 BACKENDS = ("auto", "torch", "faiss", "faiss_ivf", "faiss_hnsw")
 EXACT_BACKENDS = ("auto", "torch", "faiss")
 

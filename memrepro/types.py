@@ -19,7 +19,9 @@ class Memory:
     """One retrievable unit.
 
     ``id`` is the dataset-native id (a LoCoMo ``dia_id``, a PersonaBench ``segment_id``) and is unique within
-    its episode. ``position`` is the index in the loader's pool order: the tie rule sorts on it.
+    its episode. ``position`` is the index in the loader's pool order: the tie rule sorts on it. ``turn`` is
+    where the memory sits in its conversation as the dataset numbers it (LoCoMo ``D<s>:<t>`` → t), set by the
+    loader that knows the id format; None where the dataset has no such number.
     """
 
     id: str
@@ -28,6 +30,7 @@ class Memory:
     session: str | None = None
     speaker: str | None = None
     time: str | None = None
+    turn: float | None = None
 
 
 @dataclass(frozen=True)

@@ -15,14 +15,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from memrepro.datasets.locomo import load_locomo
+from memrepro.datasets.locomo import load_locomo, turn_number
 from memrepro.evaluation.freeze import FrozenRanking
 from memrepro.retrievers.cascade import (ARMS, FORBIDDEN_FIELDS, CascadeRetriever, check_candidates, derangement,
                                          memory_position, protected_rerank, v2_pairs)
 from memrepro.results import COMPLETE
 from memrepro.search import Hits
 from memrepro.training.cross_encoder import build_records
-from memrepro.types import Split
+from memrepro.types import Memory, Split
 
 TWO = "locomo/locomo10_two_conversations.json"
 
@@ -45,7 +45,9 @@ def test_contract_names_alphabetically_first_and_requires_id_and_text() -> None:
 
 
 def test_v2_input_format() -> None:
-    assert memory_position("D3:17", 0) == 17.0 and memory_position("nodigits", 4) == 4.0
+    assert turn_number("D3:17") == 17.0 and turn_number("nodigits") is None  # the LoCoMo loader's reading
+    assert memory_position(Memory("D3:17", "t", 0, turn=17.0), 0) == 17.0
+    assert memory_position(Memory("nodigits", "t", 0), 4) == 4.0
     candidates = [{"id": "D1:2", "text": "Caroline: hi", "position": 2.0},
                   {"id": "D2:9", "text": "Mel: bye", "position": 9.0}]
     assert v2_pairs("When?", candidates) == [("QUERY_TIME: 9. When?", "MEMORY_TIME: 2. Caroline: hi"),
@@ -118,6 +120,7 @@ def _cli(*args: str, tmp: Path, data_dir: Path) -> subprocess.CompletedProcess:
                           cwd=tmp, timeout=600)
 
 
+@pytest.mark.integration
 @pytest.mark.real_model
 @pytest.mark.skipif(not _minilm_installed(), reason="MiniLM bundle not installed")
 def test_train_smoke_then_cascade_end_to_end(tmp_path: Path, fixtures_dir: Path) -> None:
@@ -318,3 +321,8 @@ def test_cross_encoder_training_resumes_after_an_interruption(tmp_path: Path, mo
     train(records, base, damaged, recipe, "MiniLM", info=info, checkpoint_every_s=0, progress=False)
     c = CrossEncoder(str(damaged)).model.state_dict()
     assert all(torch.allclose(a[k], c[k], atol=1e-6) for k in a)
+
+
+def test_timed_region_names_the_configured_protected_count() -> None:
+    cascade = CascadeRetriever(first_stage=None, cross_encoder=lambda split: None, protected=5)  # type: ignore[arg-type]
+    assert "top 5" in cascade.timed_region and "top 10" not in cascade.timed_region

@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 import torch
 
-from memrepro.search import (SearchOptions, _search_torch, approximate_recall, build_index, canonical_rows,
-                             error_bound, search)
+from memrepro.search import (DEFAULT_CHUNK_BYTES, SearchOptions, _search_torch, approximate_recall, build_index,
+                             canonical_rows, error_bound, search)
 from memrepro.types import Episode, Memory
 
 
@@ -135,7 +135,7 @@ def test_auto_sends_only_large_episodes_to_faiss_and_leaves_the_benchmarks_bit_i
     auto = build_index(episodes, vectors, options=SearchOptions(faiss_min_memories=4096))
     torch_only = build_index(episodes, vectors, options=SearchOptions(backend="torch"))
     got = search(auto, queries, episode_ids, k=10)
-    ref = _search_torch(torch_only, queries, episode_ids, 10, None, 256 << 20)
+    ref = _search_torch(torch_only, queries, episode_ids, 10, None, DEFAULT_CHUNK_BYTES)
     for e, g, r in zip(episode_ids, got, ref):
         assert g.positions.tolist() == r.positions.tolist()
         if e != "large":  # the padded path itself: bit for bit
@@ -146,7 +146,7 @@ def test_auto_sends_only_large_episodes_to_faiss_and_leaves_the_benchmarks_bit_i
     index = build_index(small_only, {e: vectors[e] for e in small_only})
     ids = [e for e in small_only for _ in range(5)]
     for a, b in zip(search(index, queries[: len(ids)], ids), _search_torch(index, queries[: len(ids)], ids, None,
-                                                                           None, 256 << 20)):
+                                                                           None, DEFAULT_CHUNK_BYTES)):
         assert a.positions.tolist() == b.positions.tolist() and np.array_equal(a.scores, b.scores)
 
 
@@ -187,6 +187,7 @@ def test_exact_backends_keep_the_run_id_approximate_ones_change_it() -> None:
     assert hnsw["search"]["backend"] == "faiss_hnsw"
 
 
+@pytest.mark.integration
 def test_cli_run_with_an_approximate_backend_reports_its_recall(tmp_path: Path, fixtures_dir: Path) -> None:
     env = {**os.environ, "MEMREPRO_DATA_DIR": str(fixtures_dir), "MEMREPRO_RESULTS_DIR": str(tmp_path / "results"),
            "MEMREPRO_CACHE_DIR": str(tmp_path / "cache"), "MEMREPRO_LOG_DIR": str(tmp_path / "logs"),

@@ -307,6 +307,7 @@ def test_variant_tables_test_each_alternative_against_basic_kmeans(tmp_path: Pat
 def test_convmemory_tables_mark_significant_deltas_and_give_cells(tmp_path: Path) -> None:
     from dataclasses import asdict
 
+    from memrepro.datasets.locomo import SPLIT_SEEDS
     from memrepro.tables.convmemory import ablation_table, cost_notes, main_table, reproduction_cells, select
     from memrepro.training.recipes import CrossEncoderRecipe, V1Recipe
 
@@ -317,7 +318,7 @@ def test_convmemory_tables_mark_significant_deltas_and_give_cells(tmp_path: Path
         folder = tmp_path / "runs" / "locomo" / name / "all-mpnet-base-v2" / hashlib.sha256(
             json.dumps(retriever, sort_keys=True).encode()).hexdigest()[:16]
         folder.mkdir(parents=True)
-        config = {"dataset": {"evidence_rule": "exact", "file": "locomo/locomo10.json", "seeds": [7, 11, 23, 31, 47]},
+        config = {"dataset": {"evidence_rule": "exact", "file": "locomo/locomo10.json", "seeds": list(SPLIT_SEEDS)},
                   "retriever": retriever, "encoder": {"model": "sentence-transformers/all-mpnet-base-v2"}}
         (folder / "config.yaml").write_text(yaml.safe_dump(config))
         mean = sum(mrr) / len(mrr)

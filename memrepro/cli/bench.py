@@ -27,6 +27,8 @@ from typing import Callable
 
 import numpy as np
 
+from memrepro.limits import DEFAULT_CHUNK_BYTES
+
 SIZES = (10_000, 100_000, 1_000_000)
 
 
@@ -49,10 +51,10 @@ def locomo_vectors(encoder: str) -> tuple[np.ndarray, np.ndarray]:
 
     import memrepro.config  # noqa: F401
     from memrepro.models.encoder import CachedEncoder
+    from memrepro.paths import CONFIG_DIR
     from memrepro.runner import build
 
-    conf = str(Path(__file__).resolve().parents[2] / "conf")
-    with initialize_config_dir(config_dir=conf, version_base="1.3"):
+    with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"):
         cfg = compose(config_name="config", overrides=["dataset=locomo", f"encoder={encoder}"])
     benchmark = build(cfg.dataset)
     inner = build(cfg.encoder)
@@ -116,7 +118,7 @@ def search_faiss(index, queries: np.ndarray, k: int):
     return positions, scores
 
 
-def search_numpy(docs: np.ndarray, queries: np.ndarray, k: int, chunk_bytes: int = 256 << 20):
+def search_numpy(docs: np.ndarray, queries: np.ndarray, k: int, chunk_bytes: int = DEFAULT_CHUNK_BYTES):
     rows = max(1, chunk_bytes // (4 * len(docs)))
     positions, scores = [], []
     for start in range(0, len(queries), rows):
@@ -256,7 +258,7 @@ def run_locomo(args: argparse.Namespace) -> dict:
     queries = unit_rows(len(query_episodes), 768, seed=99)
     index = build_index(episodes, vectors)
     methods = {"search (dispatch)": lambda: search(index, queries, query_episodes),
-               "padded torch path": lambda: _search_torch(index, queries, query_episodes, None, None, 256 << 20)}
+               "padded torch path": lambda: _search_torch(index, queries, query_episodes, None, None, DEFAULT_CHUNK_BYTES)}
     times: dict[str, list[float]] = {m: [] for m in methods}
     out = {}
     for _ in range(args.repeats):

@@ -17,8 +17,8 @@ from omegaconf import MISSING, DictConfig, OmegaConf
 
 from memrepro.config import MetricsConfig, OutputConfig, PathsConfig
 from memrepro.errors import MemreproError
+from memrepro.paths import CONFIG_DIR
 
-CONFIG_DIR = str(Path(__file__).resolve().parents[2] / "conf")
 
 
 @dataclass
@@ -121,7 +121,7 @@ def _mean(values: list[float]) -> float | None:
     return sum(values) / len(values) if values else None
 
 
-@hydra.main(version_base="1.3", config_path=CONFIG_DIR, config_name="eval")
+@hydra.main(version_base="1.3", config_path=str(CONFIG_DIR), config_name="eval")
 def main(cfg: DictConfig) -> None:
     from memrepro.report import summary_table
 

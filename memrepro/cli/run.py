@@ -3,21 +3,20 @@
 from __future__ import annotations
 
 import logging
-from pathlib import Path
 
 import hydra
 from omegaconf import DictConfig
 
 import memrepro.config  # noqa: F401  (registers the schemas in the ConfigStore)
 from memrepro.cli.failures import reported
+from memrepro.paths import CONFIG_DIR
 from memrepro.report import summary_table
 from memrepro.validate import validate_run_config
 
-CONFIG_DIR = str(Path(__file__).resolve().parents[2] / "conf")
 log = logging.getLogger("memrepro")
 
 
-@hydra.main(version_base="1.3", config_path=CONFIG_DIR, config_name="config")
+@hydra.main(version_base="1.3", config_path=str(CONFIG_DIR), config_name="config")
 def main(cfg: DictConfig) -> None:
     with reported():  # one line and an exit code per failure, in a launcher's job process too
         validate_run_config(cfg)  # every value checked before anything loads: key, value, allowed range

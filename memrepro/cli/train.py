@@ -12,8 +12,8 @@ from omegaconf import DictConfig
 
 import memrepro.config  # noqa: F401  (registers the schemas)
 from memrepro.errors import MemreproError
+from memrepro.paths import CONFIG_DIR
 
-CONFIG_DIR = str(Path(__file__).resolve().parents[2] / "conf")
 
 
 def train_all(cfg: DictConfig) -> list[str]:
@@ -47,7 +47,7 @@ def train_all(cfg: DictConfig) -> list[str]:
     return lines
 
 
-@hydra.main(version_base="1.3", config_path=CONFIG_DIR, config_name="train")
+@hydra.main(version_base="1.3", config_path=str(CONFIG_DIR), config_name="train")
 def main(cfg: DictConfig) -> None:
     from memrepro.cli.failures import reported
     from memrepro.validate import validate_train_config

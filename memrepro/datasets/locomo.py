@@ -34,6 +34,7 @@ HOW_TO_OBTAIN = (
 )
 _SESSION_KEY = re.compile(r"^session_(\d+)$")
 _DIA_ID = re.compile(r"D(\d+):(\d+)")
+_NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
 _DATE_KEY = re.compile(r"^session_\d+_date_time$")
 _OTHER_KEYS = ("speaker_a", "speaker_b")
 
@@ -124,11 +125,17 @@ def _episode(sample: dict, sample_id: str, source: str, warnings: list[str] | No
             text = field(turn, "text", str, file=source, record_id=dia_id)
             memories.append(Memory(id=dia_id, text=f"{speaker}: {text}", position=len(memories),
                                    session=f"session_{number}", speaker=speaker,
-                                   time=date if isinstance(date, str) else None))
+                                   time=date if isinstance(date, str) else None, turn=turn_number(dia_id)))
     if not memories:
         raise DataError(source, sample_id, "conversation", "the conversation has no turns (every session_<N> list is "
                         "empty); restore the file or remove the conversation")
     return Episode(id=sample_id, memories=tuple(memories), source=source)
+
+
+def turn_number(dia_id: str) -> float | None:
+    """The turn of a ``dia_id`` (``D<s>:<t>`` → t): the last number in the id, as ConvMemory v2 reads it."""
+    numbers = _NUMBER.findall(dia_id)
+    return float(numbers[-1]) if numbers else None
 
 
 def _session_numbers(conversation: dict, sample_id: str, source: str, warnings: list[str] | None = None) -> list[int]:

@@ -9,7 +9,6 @@ before anything is scored.
 from __future__ import annotations
 
 import hashlib
-import re
 import time
 from typing import Any, Callable, Literal, Mapping, Sequence
 
@@ -18,14 +17,13 @@ import numpy as np
 from memrepro.models.cross_encoder import CrossEncoderScorer
 from memrepro.retrievers.base import RetrievalInput, Retrieved, Retriever
 from memrepro.search import EpisodeIndex, Hits
-from memrepro.types import Split
+from memrepro.types import Memory, Split
 
 FORBIDDEN_FIELDS = frozenset({
     "answer", "answer_text", "ce_score", "entity_id", "gold", "gold_ids", "gpt_label", "is_current", "is_latest",
     "is_stale", "mxbai_score", "slot_id", "stale", "teacher_score",
 })
 ARMS = ("full_text", "no_memory_text", "random_other_query_text", "shuffled_memory_text", "scalar_only")
-_NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
 
 
 def check_candidates(candidates: Sequence[Mapping[str, Any]]) -> None:
@@ -40,10 +38,9 @@ def check_candidates(candidates: Sequence[Mapping[str, Any]]) -> None:
             raise ValueError("candidate must contain a 'text' field")
 
 
-def memory_position(memory_id: str, fallback: int) -> float:
-    """The last number in the id (LoCoMo ``D<s>:<t>`` → t, the within-session turn), else the list index."""
-    numbers = _NUMBER.findall(memory_id)
-    return float(numbers[-1]) if numbers else float(fallback)
+def memory_position(memory: Memory, fallback: int) -> float:
+    """v2's MEMORY_TIME: the memory's turn as its dataset numbers it (``Memory.turn``), else its rank in the list."""
+    return float(memory.turn) if memory.turn is not None else float(fallback)
 
 
 def v2_pairs(query: str, candidates: Sequence[Mapping[str, Any]], arm: str = "full_text",
@@ -178,7 +175,6 @@ class CrossEncoderStage:
 class CascadeRetriever(CrossEncoderStage):
     name = "cascade"
     order: Literal["score", "native"] = "native"
-    timed_region = "first stage + cross-encoder rerank of the top 10 (query vector given)"
 
     def __init__(self, first_stage: Retriever, cross_encoder: CrossEncoderScorer | Callable[[Split], Any],
                  protected: int = 10, arm: str = "full_text", arm_seed: int = 0) -> None:
@@ -223,7 +219,7 @@ class CascadeRetriever(CrossEncoderStage):
         memories = index.episodes[query.episode_id].memories
         head = hits.positions[: self.protected]
         return [{"id": memories[p].id, "text": memories[p].text,
-                 "position": memory_position(memories[p].id, rank)} for rank, p in enumerate(head.tolist())]
+                 "position": memory_position(memories[p], rank)} for rank, p in enumerate(head.tolist())]
 
     def _donors(self, index: EpisodeIndex) -> DonorTexts:
         """The split's test conversations (all of the index's when no split was given)."""
@@ -232,6 +228,10 @@ class CascadeRetriever(CrossEncoderStage):
             self._donor_pool = (episodes, DonorTexts({e: [m.text for m in index.episodes[e].memories]
                                                       for e in episodes if e in index.episodes}))
         return self._donor_pool[1]
+
+    @property
+    def timed_region(self) -> str:
+        return f"first stage + cross-encoder rerank of the top {self.protected} (query vector given)"
 
     def describe(self) -> dict:
         return {"name": self.name, "first_stage": self.first_stage.describe(), "protected": self.protected,

@@ -16,19 +16,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import lru_cache
-from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 import pandas as pd
 import yaml
 
 from memrepro.evaluation.significance import paired_bootstrap
+from memrepro.paths import CONFIG_DIR
 from memrepro.reference import reference_at
 from memrepro.retrievers.rfmem.params import VARIANT_DEFAULTS
 from memrepro.tables.reproduction import Cell
 from memrepro.tables.runs import NON_MEASURING_RETRIEVER_KEYS, Run, dotted, preferred, same_setting
 
-CONF_DIR = Path(__file__).resolve().parents[2] / "conf"
 IGNORED_KEYS = {"_target_", *NON_MEASURING_RETRIEVER_KEYS}
 
 # paper encoder -> (our encoder label or None, why a cell is not comparable; empty when it is)
@@ -57,7 +56,7 @@ def preset(name: str) -> dict[str, Any]:
 
     import memrepro.config  # noqa: F401  (registers the schemas)
 
-    with initialize_config_dir(config_dir=str(CONF_DIR), version_base=None):
+    with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base=None):
         node = compose("config", overrides=[f"retriever={name}"]).retriever
     values = dotted(OmegaConf.to_container(node, resolve=True))
     return {k: v for k, v in values.items() if k not in IGNORED_KEYS}

@@ -62,7 +62,7 @@ def build_records(benchmark: Benchmark, split: Split, rankings: dict[str, Frozen
         episode = benchmark.episodes[query.episode_id]
         by_id = {m.id: m for m in episode.memories}
         head = rankings[query.id].memory_ids[:protected]
-        candidates = tuple({"id": m, "text": by_id[m].text, "position": memory_position(m, rank)}
+        candidates = tuple({"id": m, "text": by_id[m].text, "position": memory_position(by_id[m], rank)}
                            for rank, m in enumerate(head))
         check_candidates(candidates)
         records.append(TrainRecord(query.id, query.text, candidates, tuple(query.gold), query.episode_id))
