@@ -13,6 +13,9 @@ os.environ.setdefault("TQDM_DISABLE", "1")
 os.environ.setdefault("MEMREPRO_AUTO_DOWNLOAD", "0")  # tests never fetch data unless one opts in (a mirror)
 
 FIXTURES = Path(__file__).parent / "fixtures"
+REPO = Path(__file__).resolve().parents[1]
+# CLI subprocesses (integration tests) import this checkout's memrepro, never another installed copy of it.
+os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p)
 
 
 def _real_data_root() -> Path | None:

@@ -17,6 +17,8 @@ from typing import Callable
 
 import pytest
 
+pytestmark = pytest.mark.integration  # every test here runs the CLI in a subprocess
+
 REPO = Path(__file__).resolve().parents[1]
 FAST = ("encoder=fake", "latency.batch1_queries=0", "runtime.progress=false", "runtime.device=cpu")
 TWO = "dataset.file=locomo/locomo10_two_conversations.json"

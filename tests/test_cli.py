@@ -15,6 +15,8 @@ from memrepro.evaluation.metrics import compute_metrics
 from memrepro.results import COMPLETE, read_queries
 from memrepro.types import Query
 
+pytestmark = pytest.mark.integration  # every test here runs the CLI in a subprocess
+
 
 def memrepro(*args: str, tmp: Path, data_dir: Path) -> subprocess.CompletedProcess:
     env = {**os.environ, "MEMREPRO_DATA_DIR": str(data_dir), "MEMREPRO_RESULTS_DIR": str(tmp / "results"),

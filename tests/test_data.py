@@ -16,6 +16,7 @@ from memrepro.cli.data import main as data_main
 from memrepro.datasets.catalogue import DOWNLOADS, DataFile, catalogue
 from memrepro.datasets.download import ChecksumMismatch, OfflineError, check, download
 from memrepro.datasets.stats import benchmark_stats, personamem_question_stats
+from memrepro.types import Benchmark
 
 GOLDEN = Path(__file__).parent / "golden" / "stats"
 
@@ -127,7 +128,7 @@ def test_real_data_checks_out(real_data_dir: Path) -> None:
 @pytest.mark.parametrize("name", sorted(p.stem for p in GOLDEN.glob("*.json")))
 def test_statistics_match_golden(name: str, real_data_dir: Path) -> None:
     loaded = _stats_loaders(real_data_dir)[name]()
-    stats = benchmark_stats(loaded) if hasattr(loaded, "episodes") else personamem_question_stats(loaded)
+    stats = benchmark_stats(loaded) if isinstance(loaded, Benchmark) else personamem_question_stats(loaded)
     assert json.loads(json.dumps(stats)) == json.loads((GOLDEN / f"{name}.json").read_text())
 
 

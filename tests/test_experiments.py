@@ -70,6 +70,7 @@ def test_command_lines_merge_common_and_split_group_sweeps(tmp_path: Path) -> No
                                              "retriever=cascade", "first_stage=dense"]
 
 
+@pytest.mark.integration
 def test_optional_and_missing_model_entries_are_reported_not_run(tmp_path: Path) -> None:
     common, experiments = load_experiments(_write(tmp_path, {"experiments": [
         {"name": "big", "optional": True, "cost": "4 h", "overrides": ["x=1"]},
@@ -81,6 +82,7 @@ def test_optional_and_missing_model_entries_are_reported_not_run(tmp_path: Path)
     assert any("--include-optional" in line for line in said) and any("some/model" in line for line in said)
 
 
+@pytest.mark.integration
 def test_runs_through_the_cli_then_skips_what_is_complete(tmp_path: Path, fixtures_dir: Path) -> None:
     common, experiments = load_experiments(_write(tmp_path, {
         "common": ["runtime.progress=false", "encoder=fake", "latency.batch1_queries=0"],

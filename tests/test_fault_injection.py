@@ -15,6 +15,8 @@ import pytest
 
 from memrepro.results import COMPLETE
 
+pytestmark = pytest.mark.integration  # every test here runs the CLI in a subprocess
+
 WRAPPER = Path(__file__).with_name("fault_wrapper.py")
 REPO = Path(__file__).resolve().parents[1]
 RUN = ("run", "dataset=locomo", "dataset.file=locomo/locomo10_two_conversations.json", "encoder=fake",

@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.integration  # every test here runs the CLI in a subprocess
+
 ROOT = Path(__file__).resolve().parents[1]
 
 

@@ -93,6 +93,7 @@ def test_fetched_file_with_a_wrong_checksum_is_refused_and_removed(tmp_path: Pat
     assert not (tmp_path / "locomo" / "locomo10.json").exists()
 
 
+@pytest.mark.integration
 @pytest.mark.real_data
 def test_run_fetches_a_missing_benchmark_file_in_one_line(tmp_path: Path, real_data_dir: Path) -> None:
     """An empty data root and a mirror laid out like it (here: the real data folder, as a file:// URL)."""
@@ -109,6 +110,7 @@ def test_run_fetches_a_missing_benchmark_file_in_one_line(tmp_path: Path, real_d
 
 # ------------------------------------------------------------------------------------------------ §2 eval
 
+@pytest.mark.integration
 def test_eval_of_runs_own_run_file_reproduces_its_metrics_exactly(two_runs, fixtures_dir: Path) -> None:
     tmp, dense, bm25 = two_runs
     for folder, name in ((dense, "dense-again"), (bm25, "bm25-again")):
@@ -122,6 +124,7 @@ def test_eval_of_runs_own_run_file_reproduces_its_metrics_exactly(two_runs, fixt
         assert metrics_of(again)["validation"]["warnings"] == {}
 
 
+@pytest.mark.integration
 @pytest.mark.slow
 @pytest.mark.real_data
 def test_eval_reproduces_a_real_locomo_bm25_run(tmp_path: Path, real_data_dir: Path) -> None:
@@ -138,6 +141,7 @@ def test_eval_reproduces_a_real_locomo_bm25_run(tmp_path: Path, real_data_dir: P
     assert metrics_of(again)["summary"] == metrics_of(run)["summary"]
 
 
+@pytest.mark.integration
 def test_eval_jsonl_form_and_plain_query_ids(two_runs, fixtures_dir: Path) -> None:
     """JSONL {query_id: [ids]} with plain query ids (one list used in every seed holding the query)."""
     tmp, dense, _ = two_runs
@@ -211,6 +215,7 @@ def test_run_file_warnings_are_counted_and_strict_makes_them_errors(tmp_path: Pa
         validate(parsed, bench, strict=True)
 
 
+@pytest.mark.integration
 def test_eval_failure_is_one_line_and_writes_nothing(tmp_path: Path, fixtures_dir: Path) -> None:
     query = _benchmark(fixtures_dir).queries[0]
     path = _write(tmp_path, f"{query.id} Q0 D77:1 1 0.5 x\n")
@@ -252,6 +257,7 @@ def readme_block(language: str, after: str) -> str:
     return re.search(rf"```{language}\n(.*?)```", section, re.S).group(1)
 
 
+@pytest.mark.integration
 def test_evaluate_equals_builtin_bm25_query_by_query(two_runs, tmp_path: Path, fixtures_dir: Path) -> None:
     """The README's MyBM25 (public Protocol, memrepro.evaluate) scores exactly what retriever=bm25 scores."""
     tmp, _, bm25 = two_runs
@@ -300,6 +306,7 @@ def test_evaluate_in_process_ids_only_and_foreign_ids(tmp_path: Path, fixtures_d
         memrepro.evaluate(Foreign(), dataset="locomo", encoder="fake", overrides=overrides)
 
 
+@pytest.mark.integration
 def test_external_retriever_from_the_command_line(two_runs, tmp_path: Path, fixtures_dir: Path) -> None:
     _, _, bm25 = two_runs
     out = memrepro("run", "retriever=external", "retriever.target=memrepro.retrievers.bm25.BM25Retriever",
@@ -318,6 +325,7 @@ def test_external_retriever_from_the_command_line(two_runs, tmp_path: Path, fixt
     assert "Traceback" not in bad.stderr
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("dataset,overrides,n_scored", [
     ("longmemeval", ("dataset.variant=oracle", "dataset.source=longmemeval/longmemeval_tiny.json",
                      "retriever.mode=topk", "retriever.k=50"), 2),
@@ -363,6 +371,7 @@ def test_bm25_scores_match_bm25s_directly(fixtures_dir: Path) -> None:
 
 # ------------------------------------------------------------------------------------------------ §4 compare
 
+@pytest.mark.integration
 def test_compare_uses_the_tables_bootstrap_and_refuses_mismatches(two_runs, tmp_path: Path,
                                                                   fixtures_dir: Path) -> None:
     from memrepro.compare import CompareError, check_comparable, compare, load_run
@@ -413,6 +422,7 @@ def test_leaderboard_cells_are_the_runs_numbers(two_runs) -> None:
 
 # ------------------------------------------------------------------------------------------------ §5 export
 
+@pytest.mark.integration
 def test_ir_measures_on_exported_qrels_reproduces_memrepro(two_runs, fixtures_dir: Path) -> None:
     tmp, dense, _ = two_runs
     out = memrepro("export", "dataset=locomo", TWO, "--format", "trec", "--out", str(tmp / "exp"), tmp=tmp,
@@ -452,17 +462,18 @@ def test_beir_export_layout(tmp_path: Path, fixtures_dir: Path) -> None:
 
 @pytest.mark.real_data
 def test_export_real_locomo_counts(tmp_path: Path, real_data_dir: Path) -> None:
-    from memrepro.datasets.locomo import load_locomo
+    from memrepro.datasets.locomo import SPLIT_SEEDS, load_locomo
     from memrepro.export import export
 
     export(load_locomo(real_data_dir), tmp_path, "trec")
     per_seed = {seed: len({line.split()[0] for line in (tmp_path / "qrels" / f"seed{seed}.qrels").read_text()
-                           .splitlines()}) for seed in (7, 11, 23, 31, 47)}
+                           .splitlines()}) for seed in SPLIT_SEEDS}
     assert per_seed == {7: 938, 11: 1135, 23: 937, 31: 990, 47: 955}  # protocols.md §1.2
 
 
 # ------------------------------------------------------------------------------------------------ README
 
+@pytest.mark.integration
 @pytest.mark.slow
 @pytest.mark.real_model
 def test_readme_score_your_own_system_commands_run(tmp_path: Path, fixtures_dir: Path) -> None:

@@ -19,7 +19,7 @@ import pytest
 from memrepro.results import COMPLETE
 from memrepro.reference import reference_value
 
-pytestmark = [pytest.mark.real_data, pytest.mark.real_model, pytest.mark.slow]
+pytestmark = [pytest.mark.real_data, pytest.mark.real_model, pytest.mark.slow, pytest.mark.integration]
 
 COLUMNS = {"recall_list@10": "recall_at_10", "mrr": "mrr", "hit@1": "hit_at_1", "hit@10": "hit_at_10"}
 

@@ -9,7 +9,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from memrepro.results import COMPLETE
+
+pytestmark = pytest.mark.integration  # every test here runs the CLI in a subprocess
 
 # one dev + one test conversation per seed; two sweep points -> two distinct run folders
 SWEEP = ("-m", "hydra/launcher=submitit_local", "hydra.launcher.timeout_min=5",
