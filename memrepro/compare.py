@@ -40,18 +40,18 @@ def check_comparable(a: Run, b: Run, metrics: Sequence[str]) -> None:
     """Refuse runs on different data, benchmarks or query units, naming the difference."""
     if a.dataset != b.dataset:
         raise CompareError(f"cannot pair {a.folder} and {b.folder}: different benchmarks ({a.dataset} vs {b.dataset})")
-    hash_a, hash_b = (r.metrics["provenance"]["data_sha256"] for r in (a, b))
+    hash_a, hash_b = (r.record.provenance.data_sha256 for r in (a, b))
     if hash_a != hash_b:
-        files_a = {f["path"]: f["sha256"][:12] for f in a.metrics["provenance"].get("files", [])}
-        files_b = {f["path"]: f["sha256"][:12] for f in b.metrics["provenance"].get("files", [])}
+        files_a = {f["path"]: f["sha256"][:12] for f in a.record.provenance.files}
+        files_b = {f["path"]: f["sha256"][:12] for f in b.record.provenance.files}
         differ = sorted(set(files_a.items()) ^ set(files_b.items()))[:4]
         raise CompareError(f"cannot pair {a.folder} and {b.folder}: different data (data_sha256 {hash_a[:12]}… vs "
                            f"{hash_b[:12]}…; files differing: {differ})")
     for metric in metrics:
         for run in (a, b):
-            if metric not in run.metrics["metric_names"]:
+            if metric not in run.record.metric_names:
                 raise CompareError(f"{run.folder}: metric {metric!r} was not computed (has "
-                                   f"{', '.join(run.metrics['metric_names'])}); choose --metric from those")
+                                   f"{', '.join(run.record.metric_names)}); choose --metric from those")
     units_a, units_b = set(a.per_unit(metrics[0])), set(b.per_unit(metrics[0]))
     if units_a != units_b:
         only_a, only_b = sorted(units_a - units_b), sorted(units_b - units_a)
@@ -74,13 +74,6 @@ class Line:
     significant: bool
 
 
-def _mean_text(run: Run, metric: str) -> str:
-    summary = run.metrics["summary"]
-    if len(summary.get("splits", {})) > 1 and summary["split_std"].get(metric) is not None:
-        return f"{summary['split_mean'][metric]:.4f} ± {summary['split_std'][metric]:.4f}"
-    return f"{summary['pooled'][metric]:.4f}"
-
-
 def compare(runs: Sequence[Run], metrics: Sequence[str] | None = None, by: str | None = None,
             resamples: int = 10_000, seed: int = 13) -> pd.DataFrame:
     """One row per (other run, metric[, category]): the first run is the baseline."""
@@ -89,12 +82,12 @@ def compare(runs: Sequence[Run], metrics: Sequence[str] | None = None, by: str |
     if by not in (None, "category"):
         raise CompareError(f"--by {by!r}: only 'category' is supported")
     base = runs[0]
-    metrics = list(metrics or base.metrics.get("primary") or base.metrics["metric_names"])
+    metrics = list(metrics or base.record.primary or base.record.metric_names)
     rows = []
     for other in runs[1:]:
         check_comparable(base, other, metrics)
         categories = {f"{r['split']}::{r['query_id']}": r["category"] for r in base.rows if r["excluded"] is None}
-        names = {code: c.get("name", code) for code, c in base.metrics["summary"].get("categories", {}).items()}
+        names = {code: c.name or code for code, c in base.record.summary.categories.items()}
         for metric in metrics:
             a, b = base.per_unit(metric), other.per_unit(metric)
             groups = [("all", list(a))]
@@ -107,11 +100,12 @@ def compare(runs: Sequence[Run], metrics: Sequence[str] | None = None, by: str |
                 ua, ub = {u: a[u] for u in units}, {u: b[u] for u in units}
                 test = paired_bootstrap(ub, ua, resamples=resamples, seed=seed)
                 mean_a, mean_b = sum(ua.values()) / len(ua), sum(ub.values()) / len(ub)
+                whole = group == "all"
                 rows.append({
                     "baseline": label(base), "run": label(other), "metric": metric, "queries": group,
                     "n": test.n,
-                    label_col("baseline"): _mean_text(base, metric) if group == "all" else f"{mean_a:.4f}",
-                    label_col("run"): _mean_text(other, metric) if group == "all" else f"{mean_b:.4f}",
+                    label_col("baseline"): base.record.summary.mean_text(metric) if whole else f"{mean_a:.4f}",
+                    label_col("run"): other.record.summary.mean_text(metric) if whole else f"{mean_b:.4f}",
                     "Δ": f"{test.delta:+.4f}{'*' if test.significant else ''}",
                     "95% CI": f"[{test.ci_low:+.4f}, {test.ci_high:+.4f}]",
                     "p": test.p_text(),

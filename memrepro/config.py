@@ -280,10 +280,6 @@ class TrainConfig:
     seeds: List[int] = field(default_factory=list)  # empty: every split seed
 
 
-# Keys that do not change a ranking or a metric by themselves: left out of the run id.
-NON_SEMANTIC_KEYS = ("paths", "runtime", "latency", "overwrite", "hydra", "first_stage", "cross_encoder", "arm")
-
-
 def register_configs() -> None:
     store = ConfigStore.instance()
     store.store(name="run_schema", node=RunConfig)

@@ -2,41 +2,41 @@
 
 from __future__ import annotations
 
-from typing import Any, Mapping
-
 import pandas as pd
 
+from memrepro.run_record import RunRecord
 
-def summary_table(metrics_doc: Mapping[str, Any]) -> str:
+
+def summary_table(record: RunRecord) -> str:
     """Primary metrics: per split, mean ± std of split means, pooled; then per category (pooled, with n)."""
-    summary = metrics_doc["summary"]
-    names = list(metrics_doc.get("primary") or metrics_doc["metric_names"])
-    if not summary.get("n"):
-        return "\n".join(["(no scored queries)", *(f"WARNING: {w}" for w in metrics_doc.get("warnings") or [])])
+    summary = record.summary
+    names = list(record.primary or record.metric_names)
+    if not summary.n:
+        return "\n".join(["(no scored queries)", *(f"WARNING: {w}" for w in record.warnings)])
     rows = []
-    for split, values in summary["splits"].items():
+    for split, values in summary.splits.items():
         rows.append({"rows": split, "n": values["n"], **{m: f"{values[m]:.4f}" for m in names}})
-    if len(summary["splits"]) > 1:
-        rows.append({"rows": "mean ± std of split means", "n": summary["n"],
-                     **{m: f"{summary['split_mean'][m]:.4f} ± {summary['split_std'][m]:.4f}" for m in names}})
-    rows.append({"rows": "pooled", "n": summary["n"], **{m: f"{summary['pooled'][m]:.4f}" for m in names}})
-    for code, cat in summary.get("categories", {}).items():
-        rows.append({"rows": f"category {code} {cat['name']} (pooled)", "n": cat["n"],
-                     **{m: f"{cat['pooled'][m]:.4f}" for m in names}})
+    if len(summary.splits) > 1:
+        rows.append({"rows": "mean ± std of split means", "n": summary.n,
+                     **{m: f"{summary.split_mean[m]:.4f} ± {summary.split_std[m]:.4f}" for m in names}})
+    rows.append({"rows": "pooled", "n": summary.n, **{m: f"{summary.pooled[m]:.4f}" for m in names}})
+    for code, cat in summary.categories.items():
+        rows.append({"rows": f"category {code} {cat.name} (pooled)", "n": cat.n,
+                     **{m: f"{cat.pooled[m]:.4f}" for m in names}})
     table = pd.DataFrame(rows).to_markdown(index=False)
-    latency = metrics_doc.get("latency", {})
-    batch1 = latency.get("batch1", {})
+    latency = record.latency
+    batch1 = latency.batch1
     lines = [table, ""]
-    if "batched_amortized_ms_per_query" in latency:
-        lines.append(f"latency: batched {latency['batched_amortized_ms_per_query']:.3f} ms/query amortized; "
+    if latency.batched_amortized_ms_per_query is not None:
+        lines.append(f"latency: batched {latency.batched_amortized_ms_per_query:.3f} ms/query amortized; "
                      + (f"batch-1 mean {batch1['mean_ms']:.3f} ms (median {batch1['median_ms']:.3f}, "
                         f"p90 {batch1['p90_ms']:.3f}, n={batch1['n']})" if batch1.get("n") else "batch-1 not measured"))
-    counts = metrics_doc.get("counts", {})
-    lines.append(f"queries: {counts.get('n_total')} rows, {counts.get('n_scored')} scored, "
-                 f"excluded {counts.get('n_excluded') or {}}; loader {counts.get('loader') or {}}")
-    lines.append(f"encoder: {metrics_doc['encoder']['label']}; encoded {metrics_doc.get('encoded')}")
-    if metrics_doc.get("data_verified") is False:
+    counts = record.counts
+    lines.append(f"queries: {counts.n_total} rows, {counts.n_scored} scored, "
+                 f"excluded {counts.n_excluded}; loader {counts.loader}")
+    lines.append(f"encoder: {record.encoder['label']}; encoded {record.encoded or None}")
+    if record.data_verified is False:
         lines.append("DATA UNVERIFIED: a data file's sha256 is not the pinned one (see warnings); tables never show "
                      "this run beside the paper")
-    lines += [f"WARNING: {w}" for w in metrics_doc.get("warnings") or []]
+    lines += [f"WARNING: {w}" for w in record.warnings]
     return "\n".join(lines)

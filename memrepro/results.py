@@ -26,6 +26,7 @@ from typing import Any, Iterable, Mapping
 
 from memrepro.datasets.io import sha256_file
 from memrepro.errors import DamagedFileError
+from memrepro.run_record import RunRecord
 
 COMPLETE = "COMPLETE"
 MANIFEST_FORMAT = 1
@@ -50,9 +51,9 @@ def is_complete(folder: Path) -> bool:
 def verify_run(folder: Path) -> None:
     """Raise :class:`DamagedFileError` naming the first file of a complete-marked folder that fails verification.
 
-    With a manifest: every file's size and sha256. Without (folders written before manifests): ``metrics.json``
-    parses as an object, every ``queries.jsonl`` line parses, with as many rows as ``counts.n_total`` says, and
-    ``config.yaml`` parses.
+    With a manifest: every file's size and sha256. Without (folders written before manifests): every
+    ``queries.jsonl`` line parses, with as many rows as ``counts.n_total`` says, and ``config.yaml`` parses. Both:
+    ``metrics.json`` is a valid run record (:class:`memrepro.run_record.RunRecord`, older schemas migrated).
     """
     marker = folder / COMPLETE
     if not marker.is_file():
@@ -71,14 +72,15 @@ def verify_run(folder: Path) -> None:
                 raise DamagedFileError(path, "missing from a complete run")
             if path.stat().st_size != expected.get("bytes") or sha256_file(path) != expected.get("sha256"):
                 raise DamagedFileError(path, "differs from the run's manifest (damaged or edited)")
+        RunRecord.read(folder / "metrics.json")
         return
     # (legacy folders: the files present are checked; a missing one is named when a reader asks for it)
-    metrics = _parse_metrics(folder / "metrics.json")
+    record = RunRecord.read(folder / "metrics.json")
     if (folder / "queries.jsonl").exists():
         rows = _parse_queries(folder / "queries.jsonl")
-        n_total = (metrics.get("counts") or {}).get("n_total")
-        if isinstance(n_total, int) and n_total != len(rows):
-            raise DamagedFileError(folder / "queries.jsonl", f"{len(rows)} rows, metrics.json counts {n_total}")
+        if record.counts.n_total != len(rows):
+            raise DamagedFileError(folder / "queries.jsonl",
+                                   f"{len(rows)} rows, metrics.json counts {record.counts.n_total}")
     if (folder / "config.yaml").exists():
         import yaml
 
@@ -97,18 +99,6 @@ def run_problem(folder: Path) -> str | None:
     except OSError as exc:
         return f"{exc.filename or folder}: unreadable ({exc.strerror or exc})"
     return None
-
-
-def _parse_metrics(path: Path) -> dict[str, Any]:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise DamagedFileError(path, "missing from a complete run") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise DamagedFileError(path, f"not valid JSON ({str(exc)[:80]}): empty, truncated or damaged") from None
-    if not isinstance(data, dict):
-        raise DamagedFileError(path, f"expected a JSON object, found {type(data).__name__}")
-    return data
 
 
 def _parse_queries(path: Path) -> list[dict[str, Any]]:
@@ -130,10 +120,11 @@ def _parse_queries(path: Path) -> list[dict[str, Any]]:
     return rows
 
 
-def read_metrics(folder: Path) -> dict[str, Any]:
+def read_record(folder: Path) -> RunRecord:
+    """The run's ``metrics.json``, validated (:class:`RunRecordError` names the file and the key)."""
     if not is_complete(folder):
         raise FileNotFoundError(f"{folder} is not a complete run (no {COMPLETE} marker)")
-    return _parse_metrics(folder / "metrics.json")
+    return RunRecord.read(folder / "metrics.json")
 
 
 def read_queries(folder: Path) -> list[dict[str, Any]]:

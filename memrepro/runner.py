@@ -16,14 +16,13 @@ import statistics
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 from hydra.errors import InstantiationException
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
-from memrepro.config import NON_SEMANTIC_KEYS
 from memrepro.datasets.verify import enforce
 from memrepro.errors import EXIT_BAD_INPUT, MemreproError
 from memrepro.evaluation.aggregate import aggregate
@@ -32,9 +31,11 @@ from memrepro.evaluation.metrics import compute_metrics
 from memrepro.models.encoder import CachedEncoder, resolve_device
 from memrepro.provenance import config_hash, git_commit, hardware, package_versions
 from memrepro.resume import RetrievalCheckpoint
-from memrepro.results import RunWriter, is_complete, read_metrics, recover, run_dir, run_problem, stale_siblings
+from memrepro.results import RunWriter, is_complete, read_record, recover, run_dir, run_problem, stale_siblings
+from memrepro.run_identity import run_id_payload
+from memrepro.run_record import RunRecord
 from memrepro.retrievers.base import RetrievalInput, Retriever
-from memrepro.search import EXACT_BACKENDS, EpisodeIndex, SearchOptions, approximate_recall, build_index, search
+from memrepro.search import EpisodeIndex, SearchOptions, approximate_recall, build_index, search
 from memrepro.training.artifacts import TrainingContext
 from memrepro.types import Benchmark, Query
 
@@ -45,8 +46,13 @@ log = logging.getLogger("memrepro")
 class RunOutcome:
     folder: Path
     skipped: bool
-    metrics: dict[str, Any]
+    record: RunRecord
     encoded: dict[str, int]
+
+    @property
+    def metrics(self) -> dict[str, Any]:
+        """The ``metrics.json`` document (``metrics["summary"]["pooled"]["mrr"]`` …)."""
+        return self.record.to_json()
 
 
 def build(node: DictConfig) -> Any:
@@ -86,21 +92,6 @@ def _reused(node: DictConfig) -> Any:
     return _REUSABLE[key]
 
 
-def semantic_config(cfg: DictConfig) -> dict[str, Any]:
-    """The resolved config minus keys that change no ranking or metric (paths, device, latency sampling)."""
-    resolved = OmegaConf.to_container(cfg, resolve=True)
-    for key in NON_SEMANTIC_KEYS:
-        resolved.pop(key, None)
-    search_cfg = resolved.get("search")
-    if not isinstance(search_cfg, dict) or search_cfg.get("backend", "auto") in EXACT_BACKENDS:
-        resolved.pop("search", None)  # exact backends give the same rankings: same run id as before they existed
-    for group in ("dataset", "encoder"):  # where the data lives and which device encodes are not identity
-        if isinstance(resolved.get(group), dict):
-            for key in ("data_dir", "device", "show_progress", "batch_size", "allow_unverified"):
-                resolved[group].pop(key, None)
-    return resolved
-
-
 def run(cfg: DictConfig, retriever: Retriever | None = None) -> RunOutcome:
     """One configured run; ``retriever`` (``memrepro.evaluate``) replaces the one ``cfg.retriever`` would build."""
     import torch
@@ -116,8 +107,7 @@ def run(cfg: DictConfig, retriever: Retriever | None = None) -> RunOutcome:
     encoder = _reused(cfg.encoder)
     retriever = retriever if retriever is not None else build(cfg.retriever)
 
-    semantic = semantic_config(cfg)
-    run_id = config_hash({"config": semantic, "data_sha256": benchmark.data_sha256, "encoder": encoder.identity})
+    run_id = config_hash(run_id_payload(cfg, benchmark.data_sha256, encoder.identity))
     folder = run_dir(cfg.paths.results_dir, benchmark.name, retriever.name, encoder.label, run_id)
     checkpoint = RetrievalCheckpoint.for_run(folder, float(cfg.runtime.checkpoint_every_s))
     problem = run_problem(folder) if is_complete(folder) else None
@@ -134,7 +124,7 @@ def run(cfg: DictConfig, retriever: Retriever | None = None) -> RunOutcome:
                                 verification)
             checkpoint.discard()  # complete (a commit finished by recover): its checkpoint is spent
     log.info("run %s is complete: skipped (set overwrite=true to redo it)", folder)
-    return RunOutcome(folder, True, read_metrics(folder), {"query": 0, "document": 0})
+    return RunOutcome(folder, True, read_record(folder), {"query": 0, "document": 0})
 
 
 def load_benchmark(node: DictConfig) -> tuple[Benchmark, dict[str, Any]]:
@@ -211,11 +201,9 @@ def _compute(cfg: DictConfig, benchmark: Benchmark, encoder: Any, retriever: Ret
                                            int(cfg.output.top_n))
     timings["metrics_s"] = time.perf_counter() - start
 
-    metrics_doc = {
+    record = RunRecord.new(_plain({  # one JSON round trip: the record holds exactly what is written
         "run_id": run_id,
         "dataset": benchmark.name,
-        # checksums: true = every file has its pinned sha256; false = one does not (expected / actual below);
-        # null = nothing mismatched but a file has no pin
         "data_verified": (verification or {}).get("data_verified"),
         "retriever": retriever.describe(),
         "encoder": {"label": encoder.label, **encoder.identity,
@@ -223,11 +211,9 @@ def _compute(cfg: DictConfig, benchmark: Benchmark, encoder: Any, retriever: Ret
         "metric_names": metric_names,
         "primary": list(benchmark.protocol.primary),
         "counts": {**counts, "loader": dict(benchmark.loader_counts)},
-        # gold-free diagnostics, for every retrieved row (PersonaMem has no gold at all)
-        "returned": {"mean_items": _mean([r["n_returned"] for r in rows]),
-                     "mean_chars_top_n": _mean([r["returned_chars"] for r in rows])},
+        "returned": returned_stats(rows),
         "summary": summary,
-        "warnings": _warnings(benchmark, cached, verification),
+        "warnings": run_warnings(benchmark, verification, cached.quarantined),
         "latency": {
             "batched_amortized_ms_per_query": 1000.0 * timings["retrieve_s"] / max(1, n_retrieved),
             "batch1": {k: v for k, v in batch1.items() if k != "per_query_ms"},
@@ -235,11 +221,11 @@ def _compute(cfg: DictConfig, benchmark: Benchmark, encoder: Any, retriever: Ret
                                     "retriever call, query vector given (encoding is timed as a phase)"),
         },
         "routing": _routing(rows),
-        **({"search": search_report} if search_report else {}),
+        "search": search_report,
         "timings": timings,
         "encoded": dict(cached.encoded),
         "cache_hits": dict(cached.cache_hits),
-        "cache_quarantined": cached.quarantined,  # damaged embedding shards moved aside and re-encoded
+        "cache_quarantined": list(cached.quarantined),
         "provenance": {
             "config_hash": run_id,
             "data_sha256": benchmark.data_sha256,
@@ -252,11 +238,11 @@ def _compute(cfg: DictConfig, benchmark: Benchmark, encoder: Any, retriever: Ret
             "hardware": hardware(device),
             "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         },
-    }
-    folder = write_run(folder, cfg, rows, metrics_doc, run_id)
+    }), str(folder / "metrics.json"))
+    folder = write_run(folder, cfg, rows, record, run_id)
     checkpoint.discard()
     log.info("wrote %s", folder)
-    return RunOutcome(folder, False, metrics_doc, dict(cached.encoded))
+    return RunOutcome(folder, False, record, dict(cached.encoded))
 
 
 _INDEXED: dict[tuple, tuple[Any, Any, EpisodeIndex, dict[str, np.ndarray], CachedEncoder]] = {}
@@ -308,7 +294,7 @@ def score_rankings(benchmark: Benchmark, rankings: Mapping[tuple[str, str], Froz
 
 
 def write_run(folder: Path, cfg: DictConfig | Mapping[str, Any], rows: list[dict[str, Any]],
-              metrics_doc: Mapping[str, Any], run_id: str) -> Path:
+              record: RunRecord, run_id: str) -> Path:
     """The results folder (config.yaml, queries.jsonl, run.trec, metrics.json, COMPLETE), atomically."""
     writer = RunWriter(folder)
     try:
@@ -316,7 +302,7 @@ def write_run(folder: Path, cfg: DictConfig | Mapping[str, Any], rows: list[dict
         writer.write_text("config.yaml", OmegaConf.to_yaml(config, resolve=True))
         writer.write_jsonl("queries.jsonl", rows)
         writer.write_text("run.trec", _trec(rows, run_id))
-        writer.write_json("metrics.json", metrics_doc)
+        writer.write_json("metrics.json", record.to_json())
         return writer.commit()
     except BaseException:
         writer.abort()
@@ -528,14 +514,15 @@ def _routing(rows: list[dict[str, Any]]) -> dict[str, Any] | None:
     return out
 
 
-def _warnings(benchmark: Benchmark, cached: CachedEncoder, verification: Mapping[str, Any] | None) -> list[str]:
+def run_warnings(benchmark: Benchmark, verification: Mapping[str, Any] | None,
+                 quarantined: Sequence[Mapping[str, Any]] = ()) -> list[str]:
     """What a reader of the results must know: tolerated data anomalies, unverified files, repaired cache shards."""
     out = list(benchmark.warnings)
     for check in (verification or {}).get("data_files", []):
         if check["state"] == "mismatch":
             out.append(f"unverified data: {check['path']} has sha256 {check['actual']}, not the pinned "
                        f"{check['expected']}")
-    for shard in cached.quarantined:
+    for shard in quarantined:
         out.append(f"embedding cache shard {shard['path']} was damaged ({shard['reason']}): quarantined and "
                    f"re-encoded")
     return out
@@ -543,6 +530,17 @@ def _warnings(benchmark: Benchmark, cached: CachedEncoder, verification: Mapping
 
 def _mean(values: list[float]) -> float | None:
     return statistics.fmean(values) if values else None
+
+
+def returned_stats(rows: list[dict[str, Any]]) -> dict[str, float | None]:
+    """Gold-free diagnostics over every retrieved row (PersonaMem has no gold at all)."""
+    return {"mean_items": _mean([r["n_returned"] for r in rows]),
+            "mean_chars_top_n": _mean([r["returned_chars"] for r in rows])}
+
+
+def _plain(document: Mapping[str, Any]) -> Any:
+    """JSON-able copy, as ``metrics.json`` will hold it (numpy scalars, tuples, paths: as the writer writes them)."""
+    return json.loads(json.dumps(document, default=str))
 
 
 def _trec(rows: list[dict[str, Any]], tag: str) -> str:

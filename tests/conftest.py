@@ -54,3 +54,21 @@ def fixtures_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_bytes(source.read_bytes())
     return root
+
+
+def run_record(run_id: str = "0" * 16, dataset: str = "locomo", *, summary: dict | None = None,
+               n_total: int = 0, **fields: object) -> dict:
+    """A valid ``metrics.json`` document (:class:`memrepro.run_record.RunRecord`) for hand-made run folders:
+    the given parts, every other field empty. ``summary`` may give only some of its parts."""
+    from memrepro.run_record import RunRecord
+
+    provenance = {"config_hash": run_id, "data_sha256": "0" * 64, "files": [], "loader_options": {},
+                  "tie_rule": "test", "git": {}, "versions": {}, "created": "2026-01-01T00:00:00+0000",
+                  **dict(fields.pop("provenance", None) or {})}
+    document = {"run_id": run_id, "dataset": dataset, "retriever": {}, "encoder": {"label": "test"},
+                "metric_names": [], "primary": [],
+                "counts": {"n_total": n_total, "n_scored": n_total, "n_excluded": {}},
+                "summary": {"n": 0, "splits": {}, "split_mean": {}, "split_std": {}, "pooled": {}, "categories": {},
+                            **(summary or {})},
+                "timings": {}, "provenance": provenance, **fields}
+    return RunRecord.new(document).to_json()  # validated: a fixture never writes what a reader refuses

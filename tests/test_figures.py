@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 import pytest
 import yaml
+from conftest import run_record
 
 from memrepro.results import COMPLETE
 from memrepro.tables.figures import (
@@ -45,8 +46,7 @@ def make_run(results: Path, *, dataset: str = "personabench", retriever: str = "
                     "query_prefix": "", "document_prefix": "", "device": "auto", "batch_size": 64},
     }
     (folder / "config.yaml").write_text(yaml.safe_dump(config))
-    metrics = {"run_id": run_id, "dataset": dataset, "summary": {"pooled": dict(pooled or {})},
-               "provenance": {"created": created}}
+    metrics = run_record(run_id, dataset, summary={"pooled": dict(pooled or {})}, provenance={"created": created})
     (folder / "metrics.json").write_text(json.dumps(metrics))
     if complete:
         (folder / COMPLETE).write_text("")

@@ -122,6 +122,9 @@ def test_eval_of_runs_own_run_file_reproduces_its_metrics_exactly(two_runs, fixt
         assert metrics_of(again)["summary"] == metrics_of(folder)["summary"]
         assert {p.name for p in again.iterdir()} == {p.name for p in folder.iterdir()}
         assert metrics_of(again)["validation"]["warnings"] == {}
+        # the same data verification as the run's (eval once omitted it): one record, one schema
+        assert metrics_of(again)["data_verified"] == metrics_of(folder)["data_verified"]
+        assert metrics_of(again)["provenance"]["data_files"] == metrics_of(folder)["provenance"]["data_files"]
 
 
 @pytest.mark.integration

@@ -10,6 +10,7 @@ from typing import Any
 import pandas as pd
 import pytest
 import yaml
+from conftest import run_record
 
 from memrepro.cli import tables as tables_cli
 from memrepro.reference import reference_at
@@ -102,10 +103,12 @@ def _write_run(root: Path, name: str, encoder: str, retriever: dict[str, Any], o
     folder.mkdir(parents=True)
     config = {"dataset": {"noise": "0.0"}, "retriever": _nested(retriever), "encoder": {"model": encoder}}
     (folder / "config.yaml").write_text(yaml.safe_dump(config))
-    cat_doc = {key: {"name": CATS[key][0], "n": CATS[key][1], "pooled": values} for key, values in categories.items()}
-    metrics = {"dataset": dataset, "summary": {"pooled": overall, "categories": cat_doc, "split_mean": overall},
-               "latency": {"batch1": {"n": 5, "mean_ms": 1.5}, "batched_amortized_ms_per_query": 0.5},
-               "routing": routing, "provenance": {"created": created}}
+    cat_doc = {key: {"name": CATS[key][0], "n": CATS[key][1], "splits": {}, "split_mean": {}, "split_std": {},
+                     "pooled": values} for key, values in categories.items()}
+    metrics = run_record(dataset=dataset, n_total=len(per_query),
+                         summary={"pooled": overall, "categories": cat_doc, "split_mean": overall},
+                         latency={"batch1": {"n": 5, "mean_ms": 1.5}, "batched_amortized_ms_per_query": 0.5},
+                         routing=routing, provenance={"created": created})
     (folder / "metrics.json").write_text(json.dumps(metrics))
     rows = [{"split": "all", "query_id": q, "excluded": None, "metrics": m} for q, m in per_query.items()]
     (folder / "queries.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
@@ -323,13 +326,12 @@ def test_convmemory_tables_mark_significant_deltas_and_give_cells(tmp_path: Path
         (folder / "config.yaml").write_text(yaml.safe_dump(config))
         mean = sum(mrr) / len(mrr)
         values = {"mrr": mean, "hit@1": 0.2, "recall_list@10": 0.5, "hit@10": 0.6}
-        metrics = {"dataset": "locomo", "summary": {"split_mean": values, "split_std": {k: 0.01 for k in values},
-                                                    "pooled": values},
-                   "latency": {"batch1": {"n": 10, "mean_ms": batch1_ms} if batch1_ms else {"n": 0},
-                               "batched_amortized_ms_per_query": (batch1_ms or 1.0) / 2},
-                   "retriever": {"name": name, **(described or {})},
-                   "encoder": {"label": "mpnet"},
-                   "provenance": {"created": "2026-12-01T08:00:00+0000"}}
+        metrics = run_record(dataset="locomo", n_total=len(units),
+                             summary={"split_mean": values, "split_std": {k: 0.01 for k in values}, "pooled": values},
+                             latency={"batch1": {"n": 10, "mean_ms": batch1_ms} if batch1_ms else {"n": 0},
+                                      "batched_amortized_ms_per_query": (batch1_ms or 1.0) / 2},
+                             retriever={"name": name, **(described or {})}, encoder={"label": "mpnet"},
+                             provenance={"created": "2026-12-01T08:00:00+0000"})
         (folder / "metrics.json").write_text(json.dumps(metrics))
         rows = [{"split": "7", "query_id": q, "excluded": None, "metrics": {"mrr": v}} for q, v in zip(units, mrr)]
         (folder / "queries.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
@@ -413,7 +415,7 @@ def test_engine_pairs_are_side_by_side_only_within_one_process() -> None:
 
     def run(process: str | None, created: float) -> SimpleNamespace:
         hardware = {"process": process} if process else {}
-        return SimpleNamespace(metrics={"provenance": {"hardware": hardware}}, created=created)
+        return SimpleNamespace(record=SimpleNamespace(provenance=SimpleNamespace(hardware=hardware)), created=created)
 
     assert _side_by_side(run("1-a", 0.0), run("1-a", 5000.0))
     assert not _side_by_side(run("1-a", 0.0), run("2-b", 1.0))  # separate processes, seconds apart

@@ -7,13 +7,15 @@ import logging
 from pathlib import Path
 
 import pytest
+from conftest import run_record
 from hydra import compose, initialize_config_dir
 
 import memrepro.config  # noqa: F401  (registers the schemas)
 from memrepro import runner
 from memrepro.datasets.verify import check_files, data_verified, enforce
 from memrepro.errors import DamagedFileError, UnverifiedDataError
-from memrepro.results import COMPLETE, RunWriter, read_metrics, read_queries, recover, run_problem, verify_run
+from memrepro.results import COMPLETE, RunWriter, read_queries, read_record, recover, run_problem, verify_run
+from memrepro.run_identity import semantic_config
 from memrepro.tables.runs import complete_runs
 from memrepro.types import FileProvenance
 
@@ -26,12 +28,10 @@ def _write(final: Path, n_rows: int = 3, data_verified: bool | None = True) -> P
     writer.write_text("config.yaml", "retriever:\n  name: dense\n")
     writer.write_jsonl("queries.jsonl", [{"split": "all", "query_id": f"q{i}", "excluded": None,
                                          "metrics": {"mrr": 1.0}} for i in range(n_rows)])
-    writer.write_json("metrics.json", {"dataset": "locomo", "counts": {"n_total": n_rows},
-                                       "data_verified": data_verified,
-                                       "provenance": {"data_files": [{"path": "locomo/locomo10.json",
-                                                                      "state": "mismatch", "actual": "abc",
-                                                                      "expected": LOCOMO_PIN}]
-                                                      if data_verified is False else []}})
+    writer.write_json("metrics.json", run_record(
+        n_total=n_rows, data_verified=data_verified,
+        provenance={"data_files": [{"path": "locomo/locomo10.json", "state": "mismatch", "actual": "abc",
+                                    "expected": LOCOMO_PIN}] if data_verified is False else []}))
     return writer.commit()
 
 
@@ -44,7 +44,7 @@ def test_manifest_covers_every_file(tmp_path: Path) -> None:
     manifest = json.loads((folder / COMPLETE).read_text())
     assert set(manifest["files"]) == {"config.yaml", "queries.jsonl", "metrics.json"} and manifest["rows"] == 3
     verify_run(folder)
-    assert read_metrics(folder)["dataset"] == "locomo" and len(read_queries(folder)) == 3
+    assert read_record(folder).dataset == "locomo" and len(read_queries(folder)) == 3
 
 
 @pytest.mark.parametrize("damage,file", [
@@ -69,9 +69,9 @@ def test_legacy_marker_is_checked_by_parsing(tmp_path: Path) -> None:
     assert run_problem(folder) is None
     (folder / "metrics.json").write_text("")
     with pytest.raises(DamagedFileError, match="metrics.json: not valid JSON"):
-        read_metrics(folder)
+        read_record(folder)
     assert "metrics.json" in run_problem(folder)
-    (folder / "metrics.json").write_text(json.dumps({"counts": {"n_total": 5}}))
+    (folder / "metrics.json").write_text(json.dumps(run_record(n_total=5)))
     assert "3 rows, metrics.json counts 5" in run_problem(folder)
 
 
@@ -160,7 +160,7 @@ def test_run_on_an_unpinned_revision_is_refused_then_labelled(paths: Path, caplo
     assert any("unverified data" in w for w in metrics["warnings"])
     assert complete_runs(paths / "results", warn=lambda message: None) == []
     # the flag changes no run id: the same folder as a run whose data needs no flag would have
-    assert runner.semantic_config(_cfg("dataset.allow_unverified=true")) == runner.semantic_config(_cfg())
+    assert semantic_config(_cfg("dataset.allow_unverified=true")) == semantic_config(_cfg())
 
 
 def test_locomo_session_gap_is_a_warning_in_the_summary(paths: Path, fixtures_dir: Path) -> None:
@@ -174,7 +174,7 @@ def test_locomo_session_gap_is_a_warning_in_the_summary(paths: Path, fixtures_di
     assert any("session_9" in w and "no list of turns" in w for w in outcome.metrics["warnings"])
     from memrepro.report import summary_table
 
-    assert "WARNING: " in summary_table(outcome.metrics)
+    assert "WARNING: " in summary_table(outcome.record)
 
 
 def test_tables_command_names_a_damaged_run_and_skips_it(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:

@@ -5,6 +5,7 @@ scores its own rankings (same freeze, metrics, aggregation and results folder), 
 
 from __future__ import annotations
 
+import json
 import sys
 import time
 from dataclasses import dataclass, field
@@ -17,6 +18,7 @@ from omegaconf import MISSING, DictConfig, OmegaConf
 
 from memrepro.config import MetricsConfig, OutputConfig, PathsConfig
 from memrepro.errors import MemreproError
+from memrepro.run_record import RunRecord
 from memrepro.paths import CONFIG_DIR
 
 
@@ -43,7 +45,7 @@ ConfigStore.instance().store(name="eval_schema", node=EvalConfig)
 class EvalOutcome:
     folder: Path
     skipped: bool
-    metrics: dict[str, Any]
+    record: RunRecord
     warnings: list[str]
 
 
@@ -52,13 +54,15 @@ def evaluate_run_file(cfg: DictConfig) -> EvalOutcome:
     from memrepro.evaluation.freeze import TIE_RULE
     from memrepro.datasets.io import sha256_file
     from memrepro.provenance import config_hash, git_commit, package_versions
-    from memrepro.results import is_complete, read_metrics, run_dir
+    from memrepro.results import is_complete, read_record, run_dir
+    from memrepro.run_identity import semantic_config
     from memrepro.runfile import WARNING_FIXES, read_run_file, validate
-    from memrepro.runner import load_benchmark, metric_names_for, score_rankings, semantic_config, write_run
+    from memrepro.runner import (load_benchmark, metric_names_for, returned_stats, run_warnings, score_rankings,
+                                 write_run)
 
     timings: dict[str, float] = {}
     start = time.perf_counter()
-    benchmark, _ = load_benchmark(cfg.dataset)
+    benchmark, verification = load_benchmark(cfg.dataset)
     timings["load_s"] = time.perf_counter() - start
     start = time.perf_counter()
     parsed = read_run_file(cfg.run_file, cfg.format)
@@ -68,13 +72,12 @@ def evaluate_run_file(cfg: DictConfig) -> EvalOutcome:
     name = cfg.name or f"external-{parsed.path.stem}"
 
     semantic = semantic_config(cfg)
-    for key in ("run_file", "overwrite", "output"):
-        semantic.pop(key, None)
+    semantic.pop("output", None)  # (ids of eval runs as before: output.top_n never split them)
     run_id = config_hash({"config": semantic, "data_sha256": benchmark.data_sha256, "run_file_sha256": run_sha})
     folder = run_dir(cfg.paths.results_dir, benchmark.name, name, cfg.encoder_label, run_id)
     warnings = [f"{line}: {WARNING_FIXES[kind]}" for kind, line in zip(checked.warnings, checked.lines())]
     if is_complete(folder) and not cfg.overwrite:
-        return EvalOutcome(folder, True, read_metrics(folder), warnings)
+        return EvalOutcome(folder, True, read_record(folder), warnings)
 
     start = time.perf_counter()
     metric_names = metric_names_for(cfg, benchmark)
@@ -85,19 +88,19 @@ def evaluate_run_file(cfg: DictConfig) -> EvalOutcome:
     config = OmegaConf.to_container(cfg, resolve=True)
     config["retriever"] = retriever
     config["encoder"] = {"label": cfg.encoder_label}
-    metrics_doc = {
+    record = RunRecord.new(json.loads(json.dumps({
         "run_id": run_id,
         "dataset": benchmark.name,
+        "data_verified": verification.get("data_verified"),
         "retriever": retriever,
         "encoder": {"label": cfg.encoder_label},
         "metric_names": metric_names,
         "primary": list(benchmark.protocol.primary),
         "counts": {**counts, "loader": dict(benchmark.loader_counts)},
-        "returned": {"mean_items": _mean([r["n_returned"] for r in rows]),
-                     "mean_chars_top_n": _mean([r["returned_chars"] for r in rows])},
+        "returned": returned_stats(rows),
         "summary": summary,
+        "warnings": run_warnings(benchmark, verification),
         "latency": {},  # an external run carries no timing memrepro measured
-        "routing": None,
         "timings": timings,
         "validation": {"warnings": dict(checked.warnings), "examples": checked.examples, "strict": bool(cfg.strict),
                        "order": cfg.order, "format": parsed.format},
@@ -105,6 +108,7 @@ def evaluate_run_file(cfg: DictConfig) -> EvalOutcome:
             "config_hash": run_id,
             "data_sha256": benchmark.data_sha256,
             "files": [vars(f) for f in benchmark.files],
+            "data_files": verification.get("data_files", []),
             "loader_options": dict(benchmark.options),
             "run_file": {"path": str(parsed.path), "sha256": run_sha},
             "tie_rule": TIE_RULE if cfg.order == "score" else "the run file's own order (order=rank)",
@@ -112,13 +116,9 @@ def evaluate_run_file(cfg: DictConfig) -> EvalOutcome:
             "versions": package_versions(),
             "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         },
-    }
-    folder = write_run(folder, config, rows, metrics_doc, run_id)
-    return EvalOutcome(folder, False, metrics_doc, warnings)
-
-
-def _mean(values: list[float]) -> float | None:
-    return sum(values) / len(values) if values else None
+    }, default=str)), str(folder / "metrics.json"))
+    folder = write_run(folder, config, rows, record, run_id)
+    return EvalOutcome(folder, False, record, warnings)
 
 
 @hydra.main(version_base="1.3", config_path=str(CONFIG_DIR), config_name="eval")
@@ -138,4 +138,4 @@ def main(cfg: DictConfig) -> None:
         print(line, file=sys.stderr)
     state = "skipped (already complete)" if outcome.skipped else "done"
     print(f"\n{state}: {outcome.folder}")
-    print(summary_table(outcome.metrics))
+    print(summary_table(outcome.record))

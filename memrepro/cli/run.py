@@ -25,4 +25,4 @@ def main(cfg: DictConfig) -> None:
         outcome = run(cfg)
     state = "skipped (already complete)" if outcome.skipped else "done"
     print(f"\n{state}: {outcome.folder}")
-    print(summary_table(outcome.metrics))
+    print(summary_table(outcome.record))

@@ -27,6 +27,8 @@ class Retrieved:
 
 class Retriever(Protocol):
     name: str
+    # Optional: ALGORITHM_VERSION (an int class attribute). The run id hashes it, so bumping it after a change
+    # that alters rankings makes every stale run of the retriever recompute instead of being reused.
     # "score": the output is ranked by score and gets the tie rule; "native": the algorithm's own order is kept.
     order: Literal["score", "native"]
 

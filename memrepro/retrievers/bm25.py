@@ -22,6 +22,7 @@ from memrepro.search import EpisodeIndex, Hits
 
 
 class BM25Retriever:
+    ALGORITHM_VERSION = 1  # bump when a change alters its rankings: its old runs get new ids (run_identity)
     order: Literal["score", "native"] = "score"
     uses_vectors = False  # the runner encodes nothing for it
     timed_region = "BM25 scoring of the query's episode (episode indexes built before the timed pass)"

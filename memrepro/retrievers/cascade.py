@@ -173,6 +173,7 @@ class CrossEncoderStage:
 
 
 class CascadeRetriever(CrossEncoderStage):
+    ALGORITHM_VERSION = 1  # bump when a change alters its rankings: its old runs get new ids (run_identity)
     name = "cascade"
     order: Literal["score", "native"] = "native"
 

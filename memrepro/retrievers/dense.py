@@ -15,6 +15,7 @@ from memrepro.search import DEFAULT_CHUNK_BYTES, EpisodeIndex, search
 
 
 class DenseRetriever:
+    ALGORITHM_VERSION = 1  # bump when a change alters its rankings: its old runs get new ids (run_identity)
     order: Literal["score", "native"] = "score"
 
     def __init__(self, mode: Literal["full", "topk"] = "full", k: int | None = None,

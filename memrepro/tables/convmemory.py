@@ -39,7 +39,7 @@ def _not_comparable(run: Run) -> str:
     if run.config["dataset"].get("file") != "locomo/locomo10.json":
         reasons.append(f"file {run.config['dataset'].get('file')}")
     if "all-mpnet-base-v2" not in str(run.config["encoder"].get("model", "")):
-        reasons.append(f"encoder {run.metrics['encoder']['label']}")
+        reasons.append(f"encoder {run.record.encoder['label']}")
     return f" [not comparable: {', '.join(reasons)}]" if reasons else ""
 
 
@@ -122,7 +122,7 @@ def _per_seed(run: Run) -> bool:
 
 def _model_label(run: Run) -> str:
     """The trained models behind a row, as the run described them (recipe hash, substitute base, leak)."""
-    described = run.metrics["retriever"]
+    described = run.record.retriever
     parts = []
     first = described.get("first_stage") if isinstance(described.get("first_stage"), dict) else None
     for part in (described, first):
@@ -131,7 +131,7 @@ def _model_label(run: Run) -> str:
     ce = described.get("cross_encoder")
     if isinstance(ce, str):
         parts.append("CE: " + (re.sub(r"^seed\d+", "seed{…}", ce) if _per_seed(run) else ce))
-    return "; ".join(parts) or run.metrics["encoder"]["label"]
+    return "; ".join(parts) or run.record.encoder["label"]
 
 
 def _seed_note(run: Run) -> str:
@@ -141,9 +141,9 @@ def _seed_note(run: Run) -> str:
 
 
 def _cell(run: Run, metric: str) -> str:
-    summary = run.metrics["summary"]
-    std = summary["split_std"].get(metric)
-    return f"{summary['split_mean'][metric]:.4f}" + (f" ± {std:.4f}" if std is not None else "")
+    summary = run.record.summary
+    std = summary.split_std.get(metric)
+    return f"{summary.split_mean[metric]:.4f}" + (f" ± {std:.4f}" if std is not None else "")
 
 
 def _mrr_delta(run: Run, other: Run, resamples: int) -> PairedResult:
@@ -202,11 +202,11 @@ def main_rows(selected: dict[str, Any]) -> list[tuple[str, Run | None, str | Non
         ("raw dense (MPNet)", dense, "raw_dense_mpnet", None, "not run")]
     default = _default_v1_variant()
     for variant, run in sorted(v1.items(), key=lambda kv: (kv[0] != default, kv[0])):
-        rows.append((f"ConvMemory v1, {_v1_text(run.retriever, run.metrics['retriever'])}", run, "convmemory_v1",
+        rows.append((f"ConvMemory v1, {_v1_text(run.retriever, run.record.retriever)}", run, "convmemory_v1",
                      dense, ""))
     for key, run in sorted(selected["v1_v2"].items()):
         first = v1.get(_v1_variant(run.retriever["first_stage"]))
-        stage = run.metrics["retriever"].get("first_stage") or {}
+        stage = run.record.retriever.get("first_stage") or {}
         rows.append((f"v1 + v2 cascade (v1: {_v1_text(run.retriever['first_stage'], stage)}; "
                      f"{_ce_text(run.retriever.get('cross_encoder'))})", run, "convmemory_v1_plus_v2", first, ""))
     for key, run in sorted(selected["over_dense"].items()):
@@ -237,7 +237,7 @@ def main_table(selected: dict[str, Any], resamples: int = 10_000) -> pd.DataFram
             row.update({COLUMNS[m]: _cell(run, m) for m in COLUMNS})
             batch1 = _batch1_ms(run)
             row["ms/query (batch-1)"] = f"{batch1:.1f}" if batch1 is not None else "—"
-            amortized = run.metrics["latency"].get("batched_amortized_ms_per_query")
+            amortized = run.record.latency.batched_amortized_ms_per_query
             row["ms/query (amortized)"] = f"{amortized:.2f}" if amortized is not None else "—"
             row["model"] = _model_label(run)
             if run is not dense and dense is not None:
@@ -275,7 +275,7 @@ def cost_notes(selected: dict[str, Any]) -> list[str]:
         ratios = []
         if _batch1_ms(a) and _batch1_ms(b):
             ratios.append(f"batch-1 {_batch1_ms(a) / _batch1_ms(b):.2f}×")
-        amortized = [r.metrics["latency"].get("batched_amortized_ms_per_query") for r in (a, b)]
+        amortized = [r.record.latency.batched_amortized_ms_per_query for r in (a, b)]
         if amortized[0] is not None and amortized[1]:
             ratios.append(f"amortized {amortized[0] / amortized[1]:.2f}×")
         notes.append(f"Cost {name}: {', '.join(ratios)} ({paper}; runs timed in separate processes).")
@@ -321,7 +321,7 @@ def _seed_value(run: Run, seed: int, metric: str) -> float | None:
 
 
 def _batch1_ms(run: Run | None) -> float | None:
-    batch1 = run.metrics["latency"]["batch1"] if run is not None else {}
+    batch1 = run.record.latency.batch1 if run is not None else {}
     return batch1.get("mean_ms") if batch1.get("n") else None
 
 
@@ -374,11 +374,11 @@ def reproduction_cells(selected: dict[str, Any]) -> list[Cell]:
                                                                                            FULLPOOL_REASON)
         for metric, column in COLUMNS.items():
             paper = reference_value(PAPER + paper_key + "." + PAPER_KEYS[metric])
-            ours = None if run is None else run.metrics["summary"]["split_mean"].get(metric)
+            ours = None if run is None else run.record.summary.split_mean.get(metric)
             cells.append(Cell("convmemory_locomo", label, column, ours, paper, reason))
     for arm in ("full_text", "no_memory_text", "random_other_query_text", "shuffled_memory_text", "scalar_only"):
         run = selected["arms"].get(arm)
-        ours = None if run is None else run.metrics["summary"]["split_mean"].get("mrr")
+        ours = None if run is None else run.record.summary.split_mean.get("mrr")
         cells.append(Cell("convmemory_ablation", arm, "FULL MRR", ours, reference_value(ARM_PAPER + arm),
                           ARM_REASON if run is not None else "missing: not run"))
     return cells

@@ -19,7 +19,8 @@ from typing import Any, Sequence
 
 import pandas as pd
 
-from memrepro.tables.runs import NON_MEASURING_RETRIEVER_KEYS, Run
+from memrepro.run_identity import NON_MEASURING_RETRIEVER_KEYS
+from memrepro.tables.runs import Run
 
 # the settings a row names: label → dotted path in the retriever config
 SETTING_KEYS = {"k": "recollection.k", "beam": "recollection.beam", "fanout": "recollection.fanout",
@@ -52,9 +53,9 @@ def engine_pairs(runs: Sequence[Run]) -> list[tuple[Run, Run]]:
 def compare(faithful: Run, other: Run) -> dict[str, Any]:
     a, b = faithful.rows, other.rows
     same = statistics.fmean(float([m for m, _ in x["top"]] == [m for m, _ in y["top"]]) for x, y in zip(a, b))
-    primary = faithful.metrics["primary"][0]
-    delta = other.metrics["summary"]["pooled"][primary] - faithful.metrics["summary"]["pooled"][primary]
-    slow, fast = faithful.metrics["timings"]["retrieve_s"], other.metrics["timings"]["retrieve_s"]
+    primary = faithful.record.primary[0]
+    delta = other.record.summary.pooled[primary] - faithful.record.summary.pooled[primary]
+    slow, fast = faithful.record.timings["retrieve_s"], other.record.timings["retrieve_s"]
     known = faithful.retriever_settings
     settings = ", ".join(f"{label}={known[path]}" for label, path in SETTING_KEYS.items() if path in known)
     return {"dataset": faithful.dataset, "encoder": faithful.encoder_label, "retriever": faithful.retriever_name,
@@ -67,7 +68,7 @@ def compare(faithful: Run, other: Run) -> dict[str, Any]:
 def _side_by_side(a: Run, b: Run) -> bool:
     """Whether two runs were timed in one process (one multirun): the same process id, or for runs that predate
     the id, creation times within ``SIDE_BY_SIDE_S``."""
-    process_a, process_b = (((r.metrics.get("provenance") or {}).get("hardware") or {}).get("process") for r in (a, b))
+    process_a, process_b = ((r.record.provenance.hardware or {}).get("process") for r in (a, b))
     if process_a or process_b:
         return process_a == process_b
     return abs(a.created - b.created) <= SIDE_BY_SIDE_S

@@ -38,13 +38,13 @@ import pandas as pd
 from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 
-from memrepro.tables.runs import (NON_MEASURING_RETRIEVER_KEYS, Run, is_number as _is_number, preferred,
-                                  same_setting as _same)
+from memrepro.run_identity import NON_MEASURING_RETRIEVER_KEYS, SOURCE_SETTINGS
+from memrepro.tables.runs import Run, is_number as _is_number, preferred, same_setting as _same
 
 DEFAULT_IGNORE = NON_MEASURING_RETRIEVER_KEYS
-# Settings that never change what a run measures: paths and runtime switches of the dataset / encoder configs.
-_DATASET_SKIP = frozenset({"data_dir"})
-_ENCODER_SKIP = frozenset({"_target_", "model", "path", "device", "batch_size", "show_progress", "allow_substitute"})
+_DATASET_SKIP = frozenset(SOURCE_SETTINGS)
+# the encoder itself is compared through its label (the run folder), so its model, path and target are not settings
+_ENCODER_SKIP = frozenset({*SOURCE_SETTINGS, "_target_", "model", "path", "allow_substitute"})
 DPI = 150
 _SAVE_METADATA = {"png": {"Software": None}, "pdf": {"CreationDate": None}}
 _RC = {
@@ -172,8 +172,8 @@ def sweep_frame(
             f"them to `vary`, or list them in `ignore` if they cannot change the metrics.")
 
     for metric in metrics:
-        if all(metric not in r.metrics["summary"]["pooled"] for r in selected):
-            available = sorted(selected[0].metrics["summary"]["pooled"])
+        if all(metric not in r.record.summary.pooled for r in selected):
+            available = sorted(selected[0].record.summary.pooled)
             raise ValueError(f"metric {metric!r} is in no selected run's pooled summary (have {available})")
 
     points = _group([((r.encoder_label, *(_lookup(r, k) for k in vary)), r) for r in selected])
@@ -181,7 +181,7 @@ def sweep_frame(
     for (encoder, *values), members in points:
         best = preferred(members)
         dropped.extend(str(r.folder) for r in members if r is not best)
-        pooled = best.metrics["summary"]["pooled"]
+        pooled = best.record.summary.pooled
         records.append({"encoder": encoder, **dict(zip(vary, values)),
                         **{m: float(pooled[m]) if pooled.get(m) is not None else math.nan for m in metrics},
                         "folder": str(best.folder)})

@@ -62,13 +62,6 @@ PERSONAMEM_NOTE = ("PersonaMem has no retrieval gold (its accuracy needs an LLM 
                    "not in the offline data, so it has no column.")
 
 
-def _value(run: Run, metric: str) -> str:
-    summary = run.metrics["summary"]
-    if len(summary.get("splits", {})) > 1 and summary["split_std"].get(metric) is not None:
-        return f"{summary['split_mean'][metric]:.4f} ± {summary['split_std'][metric]:.4f}"
-    return f"{summary['pooled'][metric]:.4f}"
-
-
 def leaderboard(runs: Sequence[Run], encoder: str, resamples: int = 10_000,
                 columns: Sequence[Column] = COLUMNS) -> tuple[pd.DataFrame, list[str]]:
     notes: list[str] = []
@@ -87,7 +80,7 @@ def leaderboard(runs: Sequence[Run], encoder: str, resamples: int = 10_000,
                 table[row][column.title] = "—"
                 notes.append(f"{column.title}: no {row} run on {encoder} yet (`make tables` runs it)")
                 continue
-            cell = _value(run, column.metric)
+            cell = run.record.summary.mean_text(column.metric)
             if row != "dense" and dense is not None:
                 a, b = dense.per_unit(column.metric), run.per_unit(column.metric)
                 if set(a) == set(b) and a:

@@ -25,8 +25,9 @@ from memrepro.evaluation.significance import paired_bootstrap
 from memrepro.paths import CONFIG_DIR
 from memrepro.reference import reference_at
 from memrepro.retrievers.rfmem.params import VARIANT_DEFAULTS
+from memrepro.run_identity import NON_MEASURING_RETRIEVER_KEYS
 from memrepro.tables.reproduction import Cell
-from memrepro.tables.runs import NON_MEASURING_RETRIEVER_KEYS, Run, dotted, preferred, same_setting
+from memrepro.tables.runs import Run, dotted, preferred, same_setting
 
 IGNORED_KEYS = {"_target_", *NON_MEASURING_RETRIEVER_KEYS}
 
@@ -92,26 +93,26 @@ def familiarity_settings(k: int) -> dict[str, Any]:
 
 
 def overall(metric: str) -> Callable[[Run], float | None]:
-    return lambda run: run.metrics["summary"]["pooled"].get(metric)
+    return lambda run: run.record.summary.pooled.get(metric)
 
 
 def category(key: str, metric: str) -> Callable[[Run], float | None]:
     def read(run: Run) -> float | None:
-        entry = run.metrics["summary"].get("categories", {}).get(key)
-        return None if entry is None else entry["pooled"].get(metric)
+        entry = run.record.summary.categories.get(key)
+        return None if entry is None else entry.pooled.get(metric)
     return read
 
 
 def time_ms(run: Run) -> float | None:
     """Mean ms/query of the timed region: the chosen path for RF-Mem (the paper's timer), else batch-1 search."""
-    routing = run.metrics.get("routing") or {}
+    routing = run.record.routing or {}
     paths = [v for v in routing.values() if isinstance(v, dict) and v.get("n")]
     if paths:
         return sum(v["n"] * v["mean_path_ms"] for v in paths) / sum(v["n"] for v in paths)
-    batch1 = run.metrics["latency"].get("batch1") or {}
+    batch1 = run.record.latency.batch1
     if batch1.get("n"):
         return batch1["mean_ms"]
-    return run.metrics["latency"].get("batched_amortized_ms_per_query")
+    return run.record.latency.batched_amortized_ms_per_query
 
 
 # ------------------------------------------------------------------------------------------------------------------
@@ -284,7 +285,7 @@ def table2(runs: Sequence[Run], resamples: int) -> tuple[Built, list[str]]:
 
 def table17(runs: Sequence[Run]) -> Built:
     def routed(path: str) -> Callable[[Run], float | None]:
-        return lambda run: float(((run.metrics.get("routing") or {}).get(path) or {}).get("n", 0))
+        return lambda run: float(((run.record.routing or {}).get(path) or {}).get("n", 0))
 
     columns = [Column("Time (ms)", "k5", time_ms, lambda p: p.get("time_ms"), kind="time"),
                Column("Route→Famili.", "k5", routed("familiarity"), lambda p: p.get("route_familiarity"),

@@ -19,7 +19,8 @@ import pandas as pd
 from memrepro.tables import figures
 from memrepro.tables.render import write_text_atomic
 from memrepro.tables.rfmem import familiarity_settings, recollection_settings
-from memrepro.tables.runs import NON_MEASURING_RETRIEVER_KEYS as IGNORE, Run
+from memrepro.run_identity import NON_MEASURING_RETRIEVER_KEYS as IGNORE
+from memrepro.tables.runs import Run
 
 
 # the swept settings by their config paths, and the short names the drawing functions label axes with

@@ -15,12 +15,10 @@ from typing import Any, Callable, Iterable
 
 import yaml
 
-from memrepro.results import COMPLETE, read_metrics, read_queries, run_problem
+from memrepro.results import COMPLETE, read_queries, read_record, run_problem
 from memrepro.retrievers.rfmem.params import nest_flat_config
+from memrepro.run_record import RunRecord
 
-
-# Retriever settings that change how a run computes, never what it measures.
-NON_MEASURING_RETRIEVER_KEYS = ("engine", "chunk_bytes", "latency_scope")
 SETTING_TOLERANCE = 1e-9
 
 
@@ -63,8 +61,8 @@ class Run:
         return yaml.safe_load((self.folder / "config.yaml").read_text())
 
     @cached_property
-    def metrics(self) -> dict[str, Any]:
-        return read_metrics(self.folder)
+    def record(self) -> RunRecord:
+        return read_record(self.folder)
 
     @cached_property
     def rows(self) -> list[dict[str, Any]]:
@@ -72,7 +70,7 @@ class Run:
 
     @property
     def dataset(self) -> str:
-        return self.metrics["dataset"]
+        return self.record.dataset
 
     @cached_property
     def retriever(self) -> dict[str, Any]:
@@ -96,7 +94,7 @@ class Run:
     @property
     def created(self) -> float:
         """``provenance.created`` as a timestamp (−inf when absent or unreadable)."""
-        stamp = (self.metrics.get("provenance") or {}).get("created")
+        stamp = self.record.provenance.created
         if not stamp:
             return -math.inf
         for parse in (lambda s: datetime.strptime(s, "%Y-%m-%dT%H:%M:%S%z"), datetime.fromisoformat):
@@ -143,8 +141,8 @@ def complete_runs(results_dir: str | Path, warn: Callable[[str], None] | None = 
             warn(f"skipped {folder}: {problem}; rerun its command to recompute it")
             continue
         run = Run(folder)
-        if run.metrics.get("data_verified") is False:
-            bad = [f for f in (run.metrics.get("provenance") or {}).get("data_files", []) if f.get("state") == "mismatch"]
+        if run.record.data_verified is False:
+            bad = [f for f in run.record.provenance.data_files if f.get("state") == "mismatch"]
             detail = "; ".join(f"{f['path']} sha256 {f['actual']} (pinned {f['expected']})" for f in bad)
             warn(f"skipped {folder}: ran on unverified data ({detail or 'checksum mismatch'}), never shown beside "
                  f"the paper")

@@ -121,6 +121,7 @@ class RecollectionRetriever:
     """Recollection only (RF-Mem's "reco" mode): every query takes the Recollection path."""
 
     name = "recollection"
+    ALGORITHM_VERSION = 1  # bump when a change alters its rankings: its old runs get new ids (run_identity)
     order: Literal["score", "native"] = "native"
 
     def __init__(self, recollection: RecollectionParams | Mapping[str, Any] | None = None, engine: str = "faithful",
@@ -157,6 +158,7 @@ class RFMemRetriever:
     """RF-Mem: the familiarity gate routes each query to dense top-K (Familiarity) or Recollection."""
 
     name = "rfmem"
+    ALGORITHM_VERSION = 1  # bump when a change alters its rankings: its old runs get new ids (run_identity)
     order: Literal["score", "native"] = "native"
 
     def __init__(self, gate: GateParams | Mapping[str, Any] | None = None,

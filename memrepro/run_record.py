@@ -1,0 +1,226 @@
+"""A run's ``metrics.json``: one typed record, written and read by the same class.
+
+Every field has a type, and a file is checked against them when read back: a missing field, a value of another
+type or an unknown key is refused with the file and the key named (:class:`RunRecordError`), never read as some
+other number. ``schema_version`` says which layout a file has; older layouts are migrated on read (see
+:data:`MIGRATIONS`), newer ones are refused.
+
+Free-form parts stay mappings: what a retriever's ``describe()`` says, the encoder's identity, library versions.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import types
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Mapping, Optional, Union
+
+from memrepro.errors import DamagedFileError
+
+# 1: metrics.json before this record (no schema_version key; eval runs had no data_verified).
+# 2: this record.
+SCHEMA_VERSION = 2
+
+
+class RunRecordError(DamagedFileError):
+    """A metrics.json that is not a valid run record (file and key named)."""
+
+
+@dataclass(frozen=True)
+class Stats:
+    """Aggregates over a set of scored rows (``memrepro.evaluation.aggregate``)."""
+
+    n: int
+    splits: dict[str, dict[str, Optional[float]]]  # per split: its n and its mean of every metric
+    split_mean: dict[str, Optional[float]]
+    split_std: dict[str, Optional[float]]  # None with a single split
+    pooled: dict[str, Optional[float]]
+
+    def mean_text(self, metric: str) -> str:
+        """``mean ± std`` of the split means over several splits, else the pooled mean (4 decimals)."""
+        if len(self.splits) > 1 and self.split_std.get(metric) is not None:
+            return f"{self.split_mean[metric]:.4f} ± {self.split_std[metric]:.4f}"
+        return f"{self.pooled[metric]:.4f}"
+
+
+@dataclass(frozen=True)
+class Category(Stats):
+    name: str = ""
+
+
+@dataclass(frozen=True)
+class Summary(Stats):
+    categories: dict[str, Category] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Counts:
+    n_total: int
+    n_scored: int
+    n_excluded: dict[str, int]  # reason -> count
+    loader: dict[str, int] = field(default_factory=dict)  # what the loader dropped or repaired
+
+
+@dataclass(frozen=True)
+class Latency:
+    """Batched amortized ms/query and batch-1 statistics; all empty for an external run file (nothing timed)."""
+
+    batched_amortized_ms_per_query: Optional[float] = None
+    batch1: dict[str, Any] = field(default_factory=dict)  # n, warmup, device, mean_ms, median_ms, p90_ms, measured_on
+    timed_region: Optional[str] = None
+
+
+@dataclass(frozen=True)
+class Provenance:
+    config_hash: str
+    data_sha256: str
+    files: list[dict[str, Any]]
+    loader_options: dict[str, Any]
+    tie_rule: str
+    git: dict[str, Any]
+    versions: dict[str, Optional[str]]
+    created: str
+    data_files: list[dict[str, Any]] = field(default_factory=list)  # checksum state of every file
+    hardware: Optional[dict[str, Any]] = None  # runs only (an external run file was not computed here)
+    run_file: Optional[dict[str, Any]] = None  # eval only: path and sha256 of the scored file
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    run_id: str
+    dataset: str
+    retriever: dict[str, Any]  # the retriever's describe()
+    encoder: dict[str, Any]  # label and identity
+    metric_names: list[str]
+    primary: list[str]
+    counts: Counts
+    summary: Summary
+    timings: dict[str, float]
+    provenance: Provenance
+    # True: every data file has its pinned sha256; False: one does not (never shown beside a paper); None: no pin
+    data_verified: Optional[bool] = None
+    returned: dict[str, Optional[float]] = field(default_factory=dict)  # gold-free: mean items, mean chars of top n
+    warnings: list[str] = field(default_factory=list)
+    latency: Latency = field(default_factory=Latency)
+    routing: Optional[dict[str, dict[str, Optional[float]]]] = None  # per trace path: n and mean timings
+    search: Optional[dict[str, Any]] = None  # approximate backends: their recall against exact search
+    encoded: dict[str, int] = field(default_factory=dict)
+    cache_hits: dict[str, int] = field(default_factory=dict)
+    cache_quarantined: list[dict[str, Any]] = field(default_factory=list)  # damaged embedding shards re-encoded
+    validation: Optional[dict[str, Any]] = None  # eval only: the run file's warnings
+    migrated_from: Optional[str] = None  # the id a schema-1 run had before ``memrepro migrate`` (memrepro.migrate)
+    schema_version: int = SCHEMA_VERSION
+
+    def to_json(self) -> dict[str, Any]:
+        """The ``metrics.json`` document (``schema_version`` first)."""
+        document = dataclasses.asdict(self)
+        return {"schema_version": document.pop("schema_version"), **document}
+
+    def write(self, path: Path) -> None:
+        path.write_text(json.dumps(self.to_json(), indent=2, default=str) + "\n", encoding="utf-8")
+
+    @classmethod
+    def new(cls, fields: Mapping[str, Any], source: str = "<new run record>") -> "RunRecord":
+        """A record of the current schema from the given fields (the rest take their defaults), type-checked as a
+        file is; ``fields`` must be JSON-plain, exactly what will be written."""
+        return _build(cls, {**fields, "schema_version": SCHEMA_VERSION}, Path(source), "", complete=False)
+
+    @classmethod
+    def from_json(cls, document: Any, path: Path | str = "metrics.json") -> "RunRecord":
+        """Validate ``document`` (migrating an older schema) into a record; :class:`RunRecordError` otherwise."""
+        path = Path(path)
+        if not isinstance(document, dict):
+            raise RunRecordError(path, f"expected a JSON object, found {type(document).__name__}")
+        version = document.get("schema_version", 1)
+        if not isinstance(version, int) or isinstance(version, bool) or version < 1:
+            raise RunRecordError(path, f"schema_version {version!r} is not a schema version")
+        if version > SCHEMA_VERSION:
+            raise RunRecordError(path, f"schema_version {version} was written by a newer memrepro (this one reads "
+                                       f"up to {SCHEMA_VERSION}); update memrepro to read it")
+        if version < SCHEMA_VERSION:
+            for step in range(version, SCHEMA_VERSION):
+                document = MIGRATIONS[step](document)
+            return _build(cls, document, path, "", complete=False)
+        return _build(cls, document, path, "", complete=True)
+
+    @classmethod
+    def read(cls, path: Path) -> "RunRecord":
+        try:
+            document = json.loads(Path(path).read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            raise RunRecordError(path, "missing from a complete run") from None
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            raise RunRecordError(path, f"not valid JSON ({str(exc)[:80]}): empty, truncated or damaged") from None
+        return cls.from_json(document, path)
+
+
+def _from_v1(document: dict[str, Any]) -> dict[str, Any]:
+    """v1 -> v2: the same fields; what v1 files may lack (data_verified, warnings, cache fields, latency of an
+    external run) takes its default, which says "not recorded"."""
+    return {k: v for k, v in document.items() if k != "schema_version"}
+
+
+MIGRATIONS: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {1: _from_v1}
+
+
+def _build(cls: type, data: Any, path: Path, where: str, complete: bool) -> Any:
+    """``data`` as a ``cls`` instance, every field type-checked; ``complete``: every field must be present."""
+    if not isinstance(data, Mapping):
+        raise RunRecordError(path, f"{where or '<root>'}: expected an object, found {_kind(data)}")
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    unknown = sorted(set(data) - set(fields))
+    if unknown:
+        raise RunRecordError(path, f"{_join(where, unknown[0])}: unknown key (not in run record schema "
+                                   f"{SCHEMA_VERSION})")
+    hints = typing.get_type_hints(cls)
+    values = {}
+    for name, spec in fields.items():
+        key = _join(where, name)
+        has_default = spec.default is not dataclasses.MISSING or spec.default_factory is not dataclasses.MISSING
+        if name not in data:
+            if complete or not has_default:
+                raise RunRecordError(path, f"{key}: missing")
+            continue
+        values[name] = _value(hints[name], data[name], path, key, complete)
+    return cls(**values)
+
+
+def _value(hint: Any, value: Any, path: Path, key: str, complete: bool) -> Any:
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin in (Union, types.UnionType):
+        if value is None and type(None) in args:
+            return None
+        (inner,) = [a for a in args if a is not type(None)]
+        return _value(inner, value, path, key, complete)
+    if dataclasses.is_dataclass(hint):
+        return _build(hint, value, path, key, complete)
+    if origin is dict:
+        if not isinstance(value, dict):
+            raise RunRecordError(path, f"{key}: expected an object, found {_kind(value)}")
+        return {k: _value(args[1], v, path, _join(key, k), complete) for k, v in value.items()}
+    if origin is list:
+        if not isinstance(value, list):
+            raise RunRecordError(path, f"{key}: expected a list, found {_kind(value)}")
+        return [_value(args[0], v, path, f"{key}[{i}]", complete) for i, v in enumerate(value)]
+    if hint is Any:
+        return value
+    if hint is float:
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return value
+    elif hint is int:
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+    elif isinstance(value, hint):
+        return value
+    raise RunRecordError(path, f"{key}: expected {hint.__name__}, found {_kind(value)} {value!r:.40}")
+
+
+def _join(where: str, name: Any) -> str:
+    return f"{where}.{name}" if where else str(name)
+
+
+def _kind(value: Any) -> str:
+    return "null" if value is None else type(value).__name__
