@@ -3,7 +3,8 @@ schema 1) to the ids the runner computes now, so that ``run`` / ``experiments`` 
 
 A folder moves only when its stored ``config.yaml`` reproduces the id it was written under by the old rule: the
 stored config then is exactly what was hashed, and the new id is computed from it by
-:func:`memrepro.run_identity.run_id_payload`, as the runner does. Rankings, metrics and rows are copied unchanged;
+:func:`memrepro.run_identity.run_id_payload`, as the runner does. Such a run was computed by version 1 of every
+retriever: one whose ``ALGORITHM_VERSION`` has been bumped since is left in place, to be recomputed. Rankings, metrics and rows are copied unchanged;
 ``metrics.json`` is rewritten at the current schema with the new id (``run_id``, ``provenance.config_hash``,
 ``migrated_from``; run it while no run computes), and ``run.trec``'s tag column carries the new id. Anything that does not verify is left where it
 is and named. Eval runs (scored run files) keep their ids.
@@ -55,7 +56,12 @@ def migrate_run(folder: Path) -> Moved:
         return Moved(folder, None, "an eval run: its id is unchanged")
     config = OmegaConf.load(folder / "config.yaml")
     identity = {k: v for k, v in record.encoder.items() if k not in ENCODER_RECORD_ONLY}
-    new_id = config_hash(run_id_payload(config, record.provenance.data_sha256, identity))
+    payload = run_id_payload(config, record.provenance.data_sha256, identity)
+    bumped = sorted(target for target, version in payload["algorithm"].items() if version != 1)
+    if bumped:  # computed by version 1 of everything: a retriever fixed since must recompute
+        return Moved(folder, None, f"left for recomputation: {', '.join(bumped)} changed since it was computed "
+                                   f"(ALGORITHM_VERSION {payload['algorithm'][bumped[0]]}); rerun its command")
+    new_id = config_hash(payload)
     if new_id == folder.name:
         return Moved(folder, None, "already at its current id")
     if legacy_run_id(config, record.provenance.data_sha256, identity) != folder.name:
@@ -109,7 +115,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--results", default=os.environ.get("MEMREPRO_RESULTS_DIR", "results"))
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
     results = migrate(args.results)
-    left = [r for r in results if r.new is None and r.note.startswith("not migrated")]
+    left = [r for r in results if r.new is None and r.note.startswith(("not migrated", "left for"))]
     print(f"{sum(r.new is not None for r in results)} moved, {len(left)} left in place, "
           f"{len(results) - len(left) - sum(r.new is not None for r in results)} unchanged")
     return 1 if left else 0

@@ -135,10 +135,10 @@ def results(tmp_path: Path, fixtures_dir: Path, monkeypatch: pytest.MonkeyPatch)
     return tmp_path / "results"
 
 
-def test_a_run_written_under_the_old_id_rule_migrates_and_is_then_reused(results: Path) -> None:
-    cfg = _cfg("retriever=rfmem", "retriever.k=5", "runtime.batch_size=64")
+def _as_schema_1(cfg) -> tuple[runner.RunOutcome, Path]:
+    """A fresh run, then the same run moved to the folder a schema-1 memrepro wrote: its old id, no
+    schema_version, the old id in run.trec, a marker from before manifests."""
     fresh = runner.run(cfg)
-    # the same run as a schema-1 folder: its old id, no schema_version, the old id in run.trec
     record = fresh.record
     identity = {k: v for k, v in record.encoder.items() if k != "label"}
     old_id = legacy_run_id(cfg, record.provenance.data_sha256, identity)
@@ -153,7 +153,14 @@ def test_a_run_written_under_the_old_id_rule_migrates_and_is_then_reused(results
     (legacy / "run.trec").write_text((legacy / "run.trec").read_text().replace(fresh.folder.name, old_id))
     (legacy / COMPLETE).write_text("ok\n")  # a folder from before manifests
     assert run_problem(legacy) is None
+    return fresh, legacy
 
+
+def test_a_run_written_under_the_old_id_rule_migrates_and_is_then_reused(results: Path) -> None:
+    cfg = _cfg("retriever=rfmem", "retriever.k=5", "runtime.batch_size=64")
+    fresh, legacy = _as_schema_1(cfg)
+    record = fresh.record
+    old_id = legacy.name
     (moved,) = migrate(results, echo=lambda line: None)
     assert moved.new == fresh.folder and not legacy.exists() and run_problem(fresh.folder) is None
     migrated = read_record(fresh.folder)
@@ -161,3 +168,11 @@ def test_a_run_written_under_the_old_id_rule_migrates_and_is_then_reused(results
     assert migrated.summary == record.summary and (fresh.folder / "run.trec").read_text().split()[5] == migrated.run_id
     again = runner.run(cfg)
     assert again.skipped and again.folder == fresh.folder  # found, not recomputed
+
+
+def test_a_run_of_a_retriever_fixed_since_is_left_to_recompute(results: Path,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    _, legacy = _as_schema_1(_cfg("retriever=dense"))
+    monkeypatch.setattr(DenseRetriever, "ALGORITHM_VERSION", 2)  # a fix after the run was computed
+    (left,) = migrate(results, echo=lambda line: None)
+    assert left.new is None and legacy.exists() and "DenseRetriever changed since it was computed" in left.note

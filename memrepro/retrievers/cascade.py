@@ -173,7 +173,9 @@ class CrossEncoderStage:
 
 
 class CascadeRetriever(CrossEncoderStage):
-    ALGORITHM_VERSION = 1  # bump when a change alters its rankings: its old runs get new ids (run_identity)
+    # bump when a change alters its rankings: its old runs get new ids (run_identity).
+    # 2: corrupted-text arms seeded per question, donors from the split (0d5f888)
+    ALGORITHM_VERSION = 2
     name = "cascade"
     order: Literal["score", "native"] = "native"
 
