@@ -125,8 +125,10 @@ class RunRecord:
     @classmethod
     def new(cls, fields: Mapping[str, Any], source: str = "<new run record>") -> "RunRecord":
         """A record of the current schema from the given fields (the rest take their defaults), type-checked as a
-        file is; ``fields`` must be JSON-plain, exactly what will be written."""
-        return _build(cls, {**fields, "schema_version": SCHEMA_VERSION}, Path(source), "", complete=False)
+        file is. The fields go through one JSON round trip first (numpy scalars, tuples, paths become what the
+        file will hold), so the record in memory is exactly the one read back later."""
+        plain = json.loads(json.dumps({**fields, "schema_version": SCHEMA_VERSION}, default=str))
+        return _build(cls, plain, Path(source), "", complete=False)
 
     @classmethod
     def from_json(cls, document: Any, path: Path | str = "metrics.json") -> "RunRecord":

@@ -32,9 +32,9 @@ from memrepro.models.encoder import CachedEncoder, resolve_device
 from memrepro.provenance import config_hash, git_commit, hardware, package_versions
 from memrepro.resume import RetrievalCheckpoint
 from memrepro.results import RunWriter, is_complete, read_record, recover, run_dir, run_problem, stale_siblings
+from memrepro.retrievers.base import RetrievalInput, Retriever
 from memrepro.run_identity import run_id_payload
 from memrepro.run_record import RunRecord
-from memrepro.retrievers.base import RetrievalInput, Retriever
 from memrepro.search import EpisodeIndex, SearchOptions, approximate_recall, build_index, search
 from memrepro.training.artifacts import TrainingContext
 from memrepro.types import Benchmark, Query
@@ -201,7 +201,7 @@ def _compute(cfg: DictConfig, benchmark: Benchmark, encoder: Any, retriever: Ret
                                            int(cfg.output.top_n))
     timings["metrics_s"] = time.perf_counter() - start
 
-    record = RunRecord.new(_plain({  # one JSON round trip: the record holds exactly what is written
+    record = RunRecord.new({
         "run_id": run_id,
         "dataset": benchmark.name,
         "data_verified": (verification or {}).get("data_verified"),
@@ -238,7 +238,7 @@ def _compute(cfg: DictConfig, benchmark: Benchmark, encoder: Any, retriever: Ret
             "hardware": hardware(device),
             "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         },
-    }), str(folder / "metrics.json"))
+    }, str(folder / "metrics.json"))
     folder = write_run(folder, cfg, rows, record, run_id)
     checkpoint.discard()
     log.info("wrote %s", folder)
@@ -536,11 +536,6 @@ def returned_stats(rows: list[dict[str, Any]]) -> dict[str, float | None]:
     """Gold-free diagnostics over every retrieved row (PersonaMem has no gold at all)."""
     return {"mean_items": _mean([r["n_returned"] for r in rows]),
             "mean_chars_top_n": _mean([r["returned_chars"] for r in rows])}
-
-
-def _plain(document: Mapping[str, Any]) -> Any:
-    """JSON-able copy, as ``metrics.json`` will hold it (numpy scalars, tuples, paths: as the writer writes them)."""
-    return json.loads(json.dumps(document, default=str))
 
 
 def _trec(rows: list[dict[str, Any]], tag: str) -> str:

@@ -5,7 +5,6 @@ scores its own rankings (same freeze, metrics, aggregation and results folder), 
 
 from __future__ import annotations
 
-import json
 import sys
 import time
 from dataclasses import dataclass, field
@@ -88,7 +87,7 @@ def evaluate_run_file(cfg: DictConfig) -> EvalOutcome:
     config = OmegaConf.to_container(cfg, resolve=True)
     config["retriever"] = retriever
     config["encoder"] = {"label": cfg.encoder_label}
-    record = RunRecord.new(json.loads(json.dumps({
+    record = RunRecord.new({
         "run_id": run_id,
         "dataset": benchmark.name,
         "data_verified": verification.get("data_verified"),
@@ -116,7 +115,7 @@ def evaluate_run_file(cfg: DictConfig) -> EvalOutcome:
             "versions": package_versions(),
             "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         },
-    }, default=str)), str(folder / "metrics.json"))
+    }, str(folder / "metrics.json"))
     folder = write_run(folder, config, rows, record, run_id)
     return EvalOutcome(folder, False, record, warnings)
 
