@@ -71,7 +71,8 @@ def migrate_run(folder: Path) -> Moved:
     if target.exists():
         return Moved(folder, None, f"not migrated: {target.name} already exists (a newer run of the same setting)")
     moved = dataclasses.replace(record, run_id=new_id, schema_version=SCHEMA_VERSION, migrated_from=folder.name,
-                                provenance=dataclasses.replace(record.provenance, config_hash=new_id))
+                                provenance=dataclasses.replace(record.provenance, config_hash=new_id,
+                                                               algorithm_versions=payload["algorithm"]))
     writer = RunWriter(target)
     try:
         for name in ("config.yaml", "queries.jsonl"):

@@ -86,6 +86,9 @@ class Provenance:
     data_files: list[dict[str, Any]] = field(default_factory=list)  # checksum state of every file
     hardware: Optional[dict[str, Any]] = None  # runs only (an external run file was not computed here)
     run_file: Optional[dict[str, Any]] = None  # eval only: path and sha256 of the scored file
+    # the ALGORITHM_VERSION of every class the retriever config names, as hashed into the run id (schema 1: none
+    # recorded, every one was 1)
+    algorithm_versions: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -107,7 +107,8 @@ def run(cfg: DictConfig, retriever: Retriever | None = None) -> RunOutcome:
     encoder = _reused(cfg.encoder)
     retriever = retriever if retriever is not None else build(cfg.retriever)
 
-    run_id = config_hash(run_id_payload(cfg, benchmark.data_sha256, encoder.identity))
+    identity = run_id_payload(cfg, benchmark.data_sha256, encoder.identity)
+    run_id = config_hash(identity)
     folder = run_dir(cfg.paths.results_dir, benchmark.name, retriever.name, encoder.label, run_id)
     checkpoint = RetrievalCheckpoint.for_run(folder, float(cfg.runtime.checkpoint_every_s))
     problem = run_problem(folder) if is_complete(folder) else None
@@ -121,7 +122,7 @@ def run(cfg: DictConfig, retriever: Retriever | None = None) -> RunOutcome:
             # another process may have completed it meanwhile
             if cfg.overwrite or not is_complete(folder) or run_problem(folder):
                 return _compute(cfg, benchmark, encoder, retriever, folder, run_id, checkpoint, device, timings,
-                                verification)
+                                verification, identity["algorithm"])
             checkpoint.discard()  # complete (a commit finished by recover): its checkpoint is spent
     log.info("run %s is complete: skipped (set overwrite=true to redo it)", folder)
     return RunOutcome(folder, True, read_record(folder), {"query": 0, "document": 0})
@@ -154,7 +155,8 @@ def load_benchmark(node: DictConfig) -> tuple[Benchmark, dict[str, Any]]:
 
 def _compute(cfg: DictConfig, benchmark: Benchmark, encoder: Any, retriever: Retriever, folder: Path, run_id: str,
              checkpoint: RetrievalCheckpoint, device: str, timings: dict[str, float],
-             verification: Mapping[str, Any] | None = None) -> RunOutcome:
+             verification: Mapping[str, Any] | None = None,
+             algorithm_versions: Mapping[str, int] | None = None) -> RunOutcome:
     """Encode, retrieve (resuming from ``checkpoint``), score and write one run that is not complete yet."""
     if getattr(retriever, "uses_vectors", True):
         index, query_vectors, cached = _indexed(benchmark, encoder, Path(cfg.paths.cache_dir), device,
@@ -233,6 +235,7 @@ def _compute(cfg: DictConfig, benchmark: Benchmark, encoder: Any, retriever: Ret
             "data_files": (verification or {}).get("data_files", []),
             "loader_options": dict(benchmark.options),
             "tie_rule": TIE_RULE,
+            "algorithm_versions": dict(algorithm_versions or {}),
             "git": git_commit(),
             "versions": package_versions(),
             "hardware": hardware(device),

@@ -52,6 +52,7 @@ def test_the_example_runs_through_the_runner(tmp_path: Path, fixtures_dir: Path,
     cfg = compose("locomo", "fake", "recency_dense", [search_path, *FAST])
     assert algorithm_versions(cfg.retriever) == {"recency_dense.RecencyDense": 1}  # a fix to it splits run ids
     outcome = runner.run(cfg)
+    assert outcome.record.provenance.algorithm_versions == {"recency_dense.RecencyDense": 1}
     assert outcome.folder.parts[-4:-1] == ("locomo", "recency_dense", "fake-bow-64d")
     assert outcome.record.retriever == {"name": "recency_dense", "weight": 0.1}
     assert outcome.record.summary.n == outcome.record.counts.n_scored > 0

@@ -147,7 +147,7 @@ def _as_schema_1(cfg) -> tuple[runner.RunOutcome, Path]:
     shutil.copytree(fresh.folder, legacy)
     shutil.rmtree(fresh.folder)
     document = record.to_json()
-    del document["schema_version"], document["migrated_from"]
+    del document["schema_version"], document["migrated_from"], document["provenance"]["algorithm_versions"]
     document["run_id"] = document["provenance"]["config_hash"] = old_id
     (legacy / "metrics.json").write_text(json.dumps(document))
     (legacy / "run.trec").write_text((legacy / "run.trec").read_text().replace(fresh.folder.name, old_id))
@@ -165,6 +165,7 @@ def test_a_run_written_under_the_old_id_rule_migrates_and_is_then_reused(results
     assert moved.new == fresh.folder and not legacy.exists() and run_problem(fresh.folder) is None
     migrated = read_record(fresh.folder)
     assert migrated.migrated_from == old_id and migrated.run_id == fresh.folder.name
+    assert migrated.provenance.algorithm_versions == record.provenance.algorithm_versions != {}
     assert migrated.summary == record.summary and (fresh.folder / "run.trec").read_text().split()[5] == migrated.run_id
     again = runner.run(cfg)
     assert again.skipped and again.folder == fresh.folder  # found, not recomputed
