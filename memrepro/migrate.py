@@ -4,7 +4,9 @@ schema 1) to the ids the runner computes now, so that ``run`` / ``experiments`` 
 A folder moves only when its stored ``config.yaml`` reproduces the id it was written under by the old rule: the
 stored config then is exactly what was hashed, and the new id is computed from it by
 :func:`memrepro.run_identity.run_id_payload`, as the runner does. Such a run was computed by version 1 of every
-retriever: one whose ``ALGORITHM_VERSION`` has been bumped since is left in place, to be recomputed. Rankings, metrics and rows are copied unchanged;
+retriever: one whose ``ALGORITHM_VERSION`` has been bumped since is left in place, to be recomputed. An RF-Mem run
+recorded in the flat parameter form is hashed in today's nested form (``nest_flat_config``); where that is not
+exactly what the runner composes, the run is simply recomputed. Rankings, metrics and rows are copied unchanged;
 ``metrics.json`` is rewritten at the current schema with the new id (``run_id``, ``provenance.config_hash``,
 ``migrated_from``; run it while no run computes), and ``run.trec``'s tag column carries the new id. Anything that does not verify is left where it
 is and named. Eval runs (scored run files) keep their ids.
@@ -25,6 +27,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from memrepro.provenance import config_hash
 from memrepro.results import COMPLETE, RunWriter, is_hidden, run_problem
+from memrepro.retrievers.rfmem.params import nest_flat_config
 from memrepro.run_identity import run_id_payload, semantic_config
 from memrepro.run_record import SCHEMA_VERSION, RunRecord
 
@@ -56,7 +59,10 @@ def migrate_run(folder: Path) -> Moved:
         return Moved(folder, None, "an eval run: its id is unchanged")
     config = OmegaConf.load(folder / "config.yaml")
     identity = {k: v for k, v in record.encoder.items() if k not in ENCODER_RECORD_ONLY}
-    payload = run_id_payload(config, record.provenance.data_sha256, identity)
+    # an RF-Mem run recorded before the nested parameter schema is hashed in today's form, as the runner composes it
+    current = OmegaConf.merge(config, {"retriever": None})
+    current.retriever = nest_flat_config(OmegaConf.to_container(config.retriever, resolve=True))
+    payload = run_id_payload(current, record.provenance.data_sha256, identity)
     bumped = sorted(target for target, version in payload["algorithm"].items() if version != 1)
     if bumped:  # computed by version 1 of everything: a retriever fixed since must recompute
         return Moved(folder, None, f"left for recomputation: {', '.join(bumped)} changed since it was computed "

@@ -110,7 +110,7 @@ def test_a_cascade_first_stage_setting_does_not_split_its_id() -> None:
 
 
 def test_what_changes_rankings_splits_run_ids() -> None:
-    assert _id(_cfg("retriever=rfmem")) != _id(_cfg("retriever=rfmem", "retriever.alpha=0.5"))
+    assert _id(_cfg("retriever=rfmem")) != _id(_cfg("retriever=rfmem", "retriever.recollection.alpha=0.5"))
     assert _id(_cfg("retriever=rfmem")) != _id(_cfg("retriever=rfmem", "retriever.engine=compiled"))  # compared
 
 
@@ -157,7 +157,7 @@ def _as_schema_1(cfg) -> tuple[runner.RunOutcome, Path]:
 
 
 def test_a_run_written_under_the_old_id_rule_migrates_and_is_then_reused(results: Path) -> None:
-    cfg = _cfg("retriever=rfmem", "retriever.k=5", "runtime.batch_size=64")
+    cfg = _cfg("retriever=rfmem", "retriever.recollection.k=5", "runtime.batch_size=64")
     fresh, legacy = _as_schema_1(cfg)
     record = fresh.record
     old_id = legacy.name
