@@ -22,7 +22,7 @@ import pytest
 from memrepro.reference import reference_value
 from memrepro.results import COMPLETE, read_queries
 
-pytestmark = [pytest.mark.real_data, pytest.mark.real_model, pytest.mark.slow]
+pytestmark = [pytest.mark.real_data, pytest.mark.real_model, pytest.mark.slow, pytest.mark.integration]
 
 PAPER = "rfmem.table_2.models.all-mpnet-base-v2"
 # metrics.json category codes → the reference file's column names
