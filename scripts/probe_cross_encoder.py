@@ -68,7 +68,7 @@ def main() -> None:
     recipe = Recipe(**{**asdict(resolver.recipe), "seed": args.seed})
     base_path, base_label = resolver.base()
     with tempfile.TemporaryDirectory() as tmp:
-        log = train(fits, base_path, Path(tmp) / "probe", recipe, base_label, device=device, progress=False,
+        log = train(fits, base_path, Path(tmp) / "probe", recipe, base_label, device=device, progress=True,
                     donors=resolver.donors([e for e in split.dev_episode_ids if e != held]))
         scorer = CrossEncoderScorer(str(Path(tmp) / "probe"), path=str(Path(tmp) / "probe"),
                                     max_length=recipe.max_length)
@@ -78,19 +78,20 @@ def main() -> None:
             gold = np.array([c["id"] in set(record.gold_ids) for c in record.candidates])
             ce_rr.append(reciprocal_rank(gold[np.argsort(-scores, kind="stable")]))  # the cascade's tie rule
             stage_rr.append(reciprocal_rank(gold))
-    wins = sum(a > b for a, b in zip(ce_rr, stage_rr))
-    losses = sum(a < b for a, b in zip(ce_rr, stage_rr))
+    wins = int(sum(a > b for a, b in zip(ce_rr, stage_rr)))
+    losses = int(sum(a < b for a, b in zip(ce_rr, stage_rr)))
     result = {"seed": args.seed, "held_out": held, "overrides": args.overrides,
               "record_stage": resolver.recipe_identity()["record_stage"], "recipe": recipe.hashed(),
               "base": base_label, "train_records": len(fits), "held_out_questions": len(checks),
               "steps": log["steps"], "loss_first": log["loss_first"], "loss_last_mean": log["loss_last_mean"],
               "train_seconds": round(log["train_seconds"]), "mrr_in_top_cross_encoder": float(np.mean(ce_rr)),
               "mrr_in_top_first_stage": float(np.mean(stage_rr)), "wins": wins, "losses": losses,
-              "sign_test_p": binomtest(wins, wins + losses).pvalue if wins + losses else None}
-    print(json.dumps(result))
+              "sign_test_p": float(binomtest(wins, wins + losses).pvalue) if wins + losses else None}
+    line = json.dumps(result, default=lambda o: o.item() if hasattr(o, "item") else str(o))  # numpy scalars
+    print(line)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     with open(args.out, "a") as handle:
-        handle.write(json.dumps(result) + "\n")
+        handle.write(line + "\n")
 
 
 if __name__ == "__main__":
