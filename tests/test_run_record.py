@@ -177,3 +177,14 @@ def test_a_run_of_a_retriever_fixed_since_is_left_to_recompute(results: Path,
     monkeypatch.setattr(DenseRetriever, "ALGORITHM_VERSION", 2)  # a fix after the run was computed
     (left,) = migrate(results, echo=lambda line: None)
     assert left.new is None and legacy.exists() and "DenseRetriever changed since it was computed" in left.note
+
+
+def test_tables_skip_a_run_of_a_retriever_fixed_since(results: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A table never shows a stale run's numbers: computed with a version that has since been bumped, it is
+    skipped with one warning naming the class and both versions."""
+    fresh = runner.run(_cfg("retriever=dense"))
+    warnings: list[str] = []
+    assert [run.folder for run in complete_runs(results, warn=warnings.append)] == [fresh.folder] and not warnings
+    monkeypatch.setattr(DenseRetriever, "ALGORITHM_VERSION", DenseRetriever.ALGORITHM_VERSION + 1)
+    assert complete_runs(results, warn=warnings.append) == []
+    assert len(warnings) == 1 and "DenseRetriever ALGORITHM_VERSION 1 (now 2)" in warnings[0]

@@ -127,8 +127,8 @@ def complete_runs(results_dir: str | Path, warn: Callable[[str], None] | None = 
 
     Left out, each with one warning line: temporary folders of an interrupted commit (dot-names), runs whose files
     fail verification (an empty or truncated ``metrics.json``, a corrupt ``queries.jsonl`` line: the file is
-    named), and runs on data whose sha256 is not the pinned one (``data_verified: false``), which never stand
-    beside a paper number.
+    named), runs on data whose sha256 is not the pinned one (``data_verified: false``), which never stand
+    beside a paper number, and runs computed with an algorithm version that has since been bumped.
     """
     warn = warn or _warn
     runs = []
@@ -147,8 +147,23 @@ def complete_runs(results_dir: str | Path, warn: Callable[[str], None] | None = 
             warn(f"skipped {folder}: ran on unverified data ({detail or 'checksum mismatch'}), never shown beside "
                  f"the paper")
             continue
+        stale = _stale(run)
+        if stale:
+            warn(f"skipped {folder}: computed with {stale}; rerun its command to recompute it")
+            continue
         runs.append(run)
     return runs
+
+
+def _stale(run: Run) -> str:
+    """Which algorithm versions a run was computed with that today's code has bumped ('' when none): a fixed
+    retriever's old numbers never reach a table (runs recorded before versions were: every one was 1)."""
+    from memrepro.run_identity import algorithm_versions
+
+    recorded = run.record.provenance.algorithm_versions
+    current = algorithm_versions(run.config.get("retriever"))
+    return ", ".join(f"{target.rsplit('.', 1)[-1]} ALGORITHM_VERSION {recorded.get(target, 1)} (now {version})"
+                     for target, version in sorted(current.items()) if recorded.get(target, 1) != version)
 
 
 def _warn(message: str) -> None:
