@@ -34,7 +34,7 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--held-out", type=int, default=-1, help="which dev conversation to hold out (index)")
     parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--out", default="results/cross_encoder_probe.jsonl")
+    parser.add_argument("--out", default="results/probes/cross_encoder_probe.jsonl")
     parser.add_argument("overrides", nargs="*")
     args = parser.parse_args()
 
