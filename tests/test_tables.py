@@ -14,6 +14,7 @@ from conftest import run_record
 
 from memrepro.cli import tables as tables_cli
 from memrepro.reference import reference_at
+from memrepro.run_identity import algorithm_versions
 from memrepro.tables import rfmem
 from memrepro.tables.render import write_table
 from memrepro.tables.reproduction import Cell, summary_line
@@ -331,7 +332,8 @@ def test_convmemory_tables_mark_significant_deltas_and_give_cells(tmp_path: Path
                              latency={"batch1": {"n": 10, "mean_ms": batch1_ms} if batch1_ms else {"n": 0},
                                       "batched_amortized_ms_per_query": (batch1_ms or 1.0) / 2},
                              retriever={"name": name, **(described or {})}, encoder={"label": "mpnet"},
-                             provenance={"created": "2026-12-01T08:00:00+0000"})
+                             provenance={"created": "2026-12-01T08:00:00+0000",
+                                         "algorithm_versions": algorithm_versions(retriever)})  # computed today
         (folder / "metrics.json").write_text(json.dumps(metrics))
         rows = [{"split": "7", "query_id": q, "excluded": None, "metrics": {"mrr": v}} for q, v in zip(units, mrr)]
         (folder / "queries.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))

@@ -63,7 +63,11 @@ def _model_source(model: dict[str, Any] | None) -> tuple[str, Any]:
         return "published", model["published"]
     if model.get("path") or model.get("template"):
         return "path", model.get("path") or model.get("template")
-    return "recipe", {k: v for k, v in (model.get("recipe") or {}).items() if k != "limit_queries"}
+    from memrepro.training.recipes import CrossEncoderRecipe
+
+    later = CrossEncoderRecipe.ADDED_LATER  # unset, a knob added later is the recipe it was before it existed
+    return "recipe", {k: v for k, v in (model.get("recipe") or {}).items()
+                      if k != "limit_queries" and not (k in later and v == later[k])}
 
 
 def _model_key(model: dict[str, Any] | None) -> str:
@@ -71,7 +75,13 @@ def _model_key(model: dict[str, Any] | None) -> str:
     kind, value = _model_source(model)
     if kind != "recipe":
         return f"{kind}:{value}"
-    return "recipe:" + ",".join(f"{k}={value[k]}" for k in sorted(value))
+    return "recipe:" + ",".join(f"{k}={value[k]}" for k in sorted(value)) + _records_from(model)
+
+
+def _records_from(model: dict[str, Any] | None) -> str:
+    """A cross-encoder trained on another stage's top list than its cascade's own first stage (configured)."""
+    stage = (model or {}).get("record_stage")
+    return f", trained on {_kind(stage)}'s top lists" if isinstance(stage, dict) and stage.get("_target_") else ""
 
 
 def _v1_variant(config: dict[str, Any]) -> str:
@@ -178,7 +188,7 @@ def _ce_text(config: dict[str, Any] | None) -> str:
         return f"CE: {value}"
     default = asdict(CrossEncoderRecipe())
     changed = {k: v for k, v in value.items() if default.get(k) != v}
-    return "our CE, v2 recipe" + "".join(f", {k}={v}" for k, v in sorted(changed.items()))
+    return "our CE, v2 recipe" + "".join(f", {k}={v}" for k, v in sorted(changed.items())) + _records_from(config)
 
 
 def _v1_text(config: dict[str, Any], described: dict[str, Any]) -> str:
