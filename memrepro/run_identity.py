@@ -48,17 +48,21 @@ def semantic_config(cfg: DictConfig | Mapping[str, Any]) -> dict[str, Any]:
 
 
 def algorithm_versions(node: Any) -> dict[str, int]:
-    """``{target: ALGORITHM_VERSION}`` for every class or function a (retriever) config names that declares one."""
+    """``{target: version}`` for every class or function a (retriever) config names that declares one: its
+    ``algorithm_version(config)`` when it has one (a fix that changed only some of its settings' rankings, e.g. one
+    ablation arm, leaves the other settings' runs valid), else its ``ALGORITHM_VERSION``."""
     from hydra.utils import get_object
 
     found: dict[str, int] = {}
-    for target in sorted(_targets(node)):
+    for target, config in sorted(_targets(node), key=lambda pair: pair[0]):
         try:
-            version = getattr(get_object(target), "ALGORITHM_VERSION", None)
+            code = get_object(target)
         except Exception:  # noqa: BLE001 - not importable here: building the retriever reports it properly
             continue
+        version = code.algorithm_version(config) if hasattr(code, "algorithm_version") else getattr(
+            code, "ALGORITHM_VERSION", None)
         if version is not None:
-            found[target] = int(version)
+            found[target] = max(int(version), found.get(target, 0))
     return found
 
 
@@ -70,19 +74,20 @@ def run_id_payload(cfg: DictConfig | Mapping[str, Any], data_sha256: str, encode
             "algorithm": algorithm_versions(semantic.get("retriever"))}
 
 
-def _targets(node: Any) -> set[str]:
-    """Where a config names the code that computes it: Hydra's ``_target_``, and an external retriever's
-    ``target`` (``retriever=external``, or ``memrepro.evaluate``'s ``external: true`` node)."""
+def _targets(node: Any) -> list[tuple[str, Mapping[str, Any]]]:
+    """Where a config names the code that computes it, with the node that configures it: Hydra's ``_target_``,
+    and an external retriever's ``target`` (``retriever=external``, or ``memrepro.evaluate``'s ``external: true``
+    node)."""
     if isinstance(node, Mapping):
-        out = {node["_target_"]} if isinstance(node.get("_target_"), str) else set()
+        out = [(node["_target_"], node)] if isinstance(node.get("_target_"), str) else []
         if isinstance(node.get("target"), str) and (node.get("_target_") == EXTERNAL or node.get("external") is True):
-            out.add(node["target"])
+            out.append((node["target"], node))
         for value in node.values():
-            out |= _targets(value)
+            out += _targets(value)
         return out
     if isinstance(node, (list, tuple)):
-        return set().union(*(_targets(v) for v in node)) if node else set()
-    return set()
+        return [pair for value in node for pair in _targets(value)]
+    return []
 
 
 def _without(node: Any, keys: tuple[str, ...]) -> Any:

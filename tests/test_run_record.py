@@ -188,3 +188,13 @@ def test_tables_skip_a_run_of_a_retriever_fixed_since(results: Path, monkeypatch
     monkeypatch.setattr(DenseRetriever, "ALGORITHM_VERSION", DenseRetriever.ALGORITHM_VERSION + 1)
     assert complete_runs(results, warn=warnings.append) == []
     assert len(warnings) == 1 and "DenseRetriever ALGORITHM_VERSION 1 (now 2)" in warnings[0]
+
+
+def test_a_fix_to_one_arm_leaves_the_other_settings_runs_valid() -> None:
+    """CascadeRetriever version 2 reseeded the random arms only: full-text runs keep version 1 (their rankings did
+    not change), the random arms get 2."""
+    cascade = "memrepro.retrievers.cascade.CascadeRetriever"
+    full = run_id_payload(_cfg("retriever=cascade", "first_stage=dense"), "0" * 64, {})["algorithm"]
+    shuffled = run_id_payload(_cfg("retriever=cascade", "first_stage=dense", "arm=shuffled_memory_text"), "0" * 64,
+                              {})["algorithm"]
+    assert full[cascade] == 1 and shuffled[cascade] == 2

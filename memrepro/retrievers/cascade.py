@@ -24,6 +24,7 @@ FORBIDDEN_FIELDS = frozenset({
     "is_stale", "mxbai_score", "slot_id", "stale", "teacher_score",
 })
 ARMS = ("full_text", "no_memory_text", "random_other_query_text", "shuffled_memory_text", "scalar_only")
+RANDOM_ARMS = ("random_other_query_text", "shuffled_memory_text")  # the arms that draw from a generator
 
 
 def check_candidates(candidates: Sequence[Mapping[str, Any]]) -> None:
@@ -176,6 +177,11 @@ class CascadeRetriever(CrossEncoderStage):
     # bump when a change alters its rankings: its old runs get new ids (run_identity).
     # 2: corrupted-text arms seeded per question, donors from the split (0d5f888)
     ALGORITHM_VERSION = 2
+
+    @classmethod
+    def algorithm_version(cls, config: Mapping[str, Any]) -> int:
+        """Version 2 changed only the two random arms: full text and the deterministic arms rank as in 1."""
+        return cls.ALGORITHM_VERSION if config.get("arm") in RANDOM_ARMS else 1
     name = "cascade"
     order: Literal["score", "native"] = "native"
 
