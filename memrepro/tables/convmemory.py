@@ -347,6 +347,7 @@ def ablation_table(selected: dict[str, Any], resamples: int = 10_000) -> pd.Data
         else:
             row["arm"] += _seed_note(run)
             row["ours FULL MRR"] = _cell(run, "mrr")
+            row["cross-encoder"] = _ce_text(run.retriever.get("cross_encoder"))  # which recipe this arm ran
             for name, other in (("vs full text", full), ("vs raw dense", dense)):
                 if other is not None and other is not run:
                     test = _mrr_delta(run, other, resamples)
