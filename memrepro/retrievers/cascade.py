@@ -44,6 +44,11 @@ def memory_position(memory: Memory, fallback: int) -> float:
     return float(memory.turn) if memory.turn is not None else float(fallback)
 
 
+def as_candidate(memory: Memory, rank: int) -> dict[str, Any]:
+    """What the cross-encoder may see of a memory at ``rank`` of the first stage's list (inference and training)."""
+    return {"id": memory.id, "text": memory.text, "position": memory_position(memory, rank)}
+
+
 def v2_pairs(query: str, candidates: Sequence[Mapping[str, Any]], arm: str = "full_text",
              texts: Sequence[str] | None = None) -> list[tuple[str, str]]:
     """``QUERY_TIME: {qt}. {query}`` / ``MEMORY_TIME: {position}. {text}``, qt = max candidate position.
@@ -227,8 +232,7 @@ class CascadeRetriever(CrossEncoderStage):
     def _candidates(self, query: RetrievalInput, hits: Hits, index: EpisodeIndex) -> list[dict[str, Any]]:
         memories = index.episodes[query.episode_id].memories
         head = hits.positions[: self.protected]
-        return [{"id": memories[p].id, "text": memories[p].text,
-                 "position": memory_position(memories[p], rank)} for rank, p in enumerate(head.tolist())]
+        return [as_candidate(memories[p], rank) for rank, p in enumerate(head.tolist())]
 
     def _donors(self, index: EpisodeIndex) -> DonorTexts:
         """The split's test conversations (all of the index's when no split was given)."""

@@ -23,8 +23,7 @@ import numpy as np
 
 from memrepro.evaluation.freeze import FrozenRanking
 from memrepro.models.cross_encoder import TRAINING_INFO, CrossEncoderScorer
-from memrepro.retrievers.cascade import (ARMS, DonorTexts, check_candidates, corrupt_texts, memory_position,
-                                         v2_pairs)
+from memrepro.retrievers.cascade import ARMS, DonorTexts, as_candidate, check_candidates, corrupt_texts, v2_pairs
 from memrepro.training.artifacts import PerSeedArtifact, published_folder, weights_sha256
 from memrepro.training.recipes import CrossEncoderRecipe
 from memrepro.training.state import load_state, partial_path, save_state
@@ -62,8 +61,7 @@ def build_records(benchmark: Benchmark, split: Split, rankings: dict[str, Frozen
         episode = benchmark.episodes[query.episode_id]
         by_id = {m.id: m for m in episode.memories}
         head = rankings[query.id].memory_ids[:protected]
-        candidates = tuple({"id": m, "text": by_id[m].text, "position": memory_position(by_id[m], rank)}
-                           for rank, m in enumerate(head))
+        candidates = tuple(as_candidate(by_id[m], rank) for rank, m in enumerate(head))
         check_candidates(candidates)
         records.append(TrainRecord(query.id, query.text, candidates, tuple(query.gold), query.episode_id))
     return records
