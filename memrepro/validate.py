@@ -117,6 +117,15 @@ RECIPE_RULES: Mapping[str, Rule] = {
 }
 
 
+
+def check_recipe(recipe: Any, prefix: str = "recipe") -> None:
+    """The ranges of a training recipe's fields, for a recipe built in Python (``__post_init__``): the same
+    rules the config is checked with, so the API and the CLI refuse the same values."""
+    for name, rule in RECIPE_RULES.items():
+        if hasattr(recipe, name):
+            _check(f"{prefix}.{name}", getattr(recipe, name), rule)
+
+
 def _dataset_rules() -> dict[str, dict[str, Rule]]:
     """By the loader's module; the allowed names are the loaders' own constants (these modules load no torch)."""
     from memrepro.datasets import locomo, longmemeval, personabench, personamem

@@ -7,6 +7,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional
 
+from memrepro.validate import check_recipe
+
 
 @dataclass
 class V1Recipe:
@@ -67,10 +69,7 @@ class CrossEncoderRecipe:
     ADDED_LATER = {"head_lr": None}
 
     def __post_init__(self) -> None:
-        if self.lr <= 0 or (self.head_lr is not None and self.head_lr <= 0) or self.weight_decay < 0:
-            raise ValueError("cross-encoder recipe: lr > 0, head_lr > 0 (or null), weight_decay >= 0")
-        if self.epochs < 1 or self.batch_records < 1 or self.protected < 1:
-            raise ValueError("cross-encoder recipe: epochs, batch_records and protected must be >= 1")
+        check_recipe(self, type(self).__name__)
 
     def hashed(self) -> dict:
         """The recipe as its identity hashes it."""
