@@ -26,7 +26,6 @@ from omegaconf import DictConfig
 
 import memrepro.config  # noqa: F401
 from memrepro import runner
-from memrepro.evaluation.aggregate import aggregate
 from memrepro.evaluation.freeze import freeze
 from memrepro.evaluation.metrics import compute_metrics, compute_metrics_reference
 
@@ -39,7 +38,7 @@ def compose_cfg(overrides: list[str]) -> DictConfig:
 
 
 def frozen_rankings(cfg: DictConfig):
-    benchmark = runner.build(cfg.dataset)
+    benchmark, _ = runner.load_benchmark(cfg.dataset)
     encoder = runner.build(cfg.encoder)
     retriever = runner.build(cfg.retriever)
     index, query_vectors, _ = runner.encode_and_index(benchmark, encoder, Path(cfg.paths.cache_dir), "cpu",
@@ -47,6 +46,8 @@ def frozen_rankings(cfg: DictConfig):
     rankings = {}
     for split in benchmark.splits:
         queries = list(benchmark.split_queries(split))
+        if not queries:  # a split without test questions (small fixtures)
+            continue
         vectors = np.stack([query_vectors[q.id] for q in queries])
         for q, r in zip(queries, retriever.retrieve(runner._inputs(queries), vectors, index)):
             rankings[(split.name, q.id)] = freeze(q.id, r.hits, benchmark.episodes[q.episode_id], retriever.order)
@@ -63,10 +64,7 @@ def per_split(benchmark, rankings, names, fn):
 
 
 def metrics_phase(benchmark, rankings, names):
-    with runner._no_gc():
-        rows, _ = runner._score(benchmark, rankings, {}, names, {}, 100)
-    return aggregate([{"split": r["split"], "category": r["category"], **r["metrics"]}
-                      for r in rows if r["excluded"] is None], names, benchmark.protocol.category_names)
+    return runner.score_rankings(benchmark, rankings, {}, names, {}, 100)[2]
 
 
 def main() -> None:

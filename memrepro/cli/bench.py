@@ -52,11 +52,11 @@ def locomo_vectors(encoder: str) -> tuple[np.ndarray, np.ndarray]:
     import memrepro.config  # noqa: F401
     from memrepro.models.encoder import CachedEncoder
     from memrepro.paths import CONFIG_DIR
-    from memrepro.runner import build
+    from memrepro.runner import build, load_benchmark
 
     with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"):
         cfg = compose(config_name="config", overrides=["dataset=locomo", f"encoder={encoder}"])
-    benchmark = build(cfg.dataset)
+    benchmark, _ = load_benchmark(cfg.dataset)
     inner = build(cfg.encoder)
 
     class CacheOnly:

@@ -1,0 +1,57 @@
+"""`make bench` runs: every bench entry point once, on tiny inputs, in a subprocess (they rot unseen otherwise:
+bench_metrics and `bench scale --locomo` once failed on a renamed loader argument). Speeds are never asserted;
+what is asserted is what each bench checks itself before printing a number (identical rankings, equal metrics)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.integration
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def bench(args: list[str], tmp: Path, data_dir: Path | str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "MEMREPRO_DATA_DIR": str(data_dir), "MEMREPRO_CACHE_DIR": str(tmp / "cache"),
+           "MEMREPRO_RESULTS_DIR": str(tmp / "results"), "MEMREPRO_ALLOW_UNVERIFIED": "1", "OMP_NUM_THREADS": "1"}
+    out = subprocess.run([sys.executable, *args], capture_output=True, text=True, env=env, cwd=REPO, timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    return out
+
+
+def test_bench_metrics_on_the_fixture(tmp_path: Path, fixtures_dir: Path) -> None:
+    out = bench(["scripts/bench_metrics.py", "--encoder", "fake", "--repeats", "1"], tmp_path, fixtures_dir)
+    assert "max |Δ| vs reference = 0.0e+00" in out.stdout  # the NumPy metrics equal ir-measures on every row
+    assert "| metrics phase (run timing) |" in out.stdout
+    # the LoCoMo no-regression point of `bench scale` reads the vectors the run above cached
+    out = bench(["-m", "memrepro", "bench", "scale", "--sizes", "1000", "--queries", "10", "--dim", "32", "--repeats",
+                 "1", "--no-memory", "--locomo", "--encoder", "fake"], tmp_path, fixtures_dir)
+    assert "LoCoMo pools" in out.stdout and "; identical" in out.stdout
+
+
+def test_bench_scale_small_synthetic(tmp_path: Path, fixtures_dir: Path) -> None:
+    report = tmp_path / "scale.json"
+    bench(["-m", "memrepro", "bench", "scale", "--sizes", "1500", "--queries", "20", "--dim", "32", "--repeats", "1",
+           "--no-memory", "--json", str(report)], tmp_path, fixtures_dir)
+    (row,) = json.loads(report.read_text())["rows"]
+    assert set(row["ms_per_query"]) == {"memrepro", "faiss", "numpy"}
+    assert {m: a["identical_where_no_near_tie"] for m, a in row["agreement"].items()} == {"faiss": 1.0, "numpy": 1.0}
+
+
+def test_bench_search_synthetic_pools(tmp_path: Path) -> None:
+    out = bench(["scripts/bench_search.py", "--repeats", "1", "--dim", "32", "--data-dir", str(tmp_path / "none")],
+                tmp_path, tmp_path / "none")
+    assert "memrepro batched (torch)" in out.stdout
+
+
+def test_bench_rfmem_engines_agree(tmp_path: Path) -> None:
+    out = bench(["scripts/bench_rfmem.py", "--scenario", "personabench", "--faithful-queries", "5", "--repeat", "1",
+                 "--dim", "32"], tmp_path, tmp_path)
+    rows = [line for line in out.stdout.splitlines() if line.startswith("personabench ")]
+    assert len(rows) == 2 and all(line.split()[-2:] == ["100.0%", "100.0%"] for line in rows), out.stdout
