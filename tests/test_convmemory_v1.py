@@ -200,12 +200,14 @@ def test_item_loss_golden() -> None:
 
 
 def test_recipe_validation() -> None:
-    with pytest.raises(ValueError, match="teacher must be"):
+    with pytest.raises(ValueError, match=r"V1Recipe.teacher='oracle' is not allowed: expected one of"):
         V1Recipe(teacher="oracle")
     with pytest.raises(ValueError, match="needs teacher_model"):
         V1Recipe(teacher="cross_encoder")
-    with pytest.raises(ValueError, match="gold_weight must be >= 0"):
+    with pytest.raises(ValueError, match=r"V1Recipe.gold_weight=-1 is not allowed"):
         V1Recipe(gold_weight=-1)
+    with pytest.raises(ValueError, match=r"V1Recipe.pairwise_top_k=0 is not allowed"):
+        V1Recipe(pairwise_top_k=0)
 
 
 # ---------------------------------------------------------------------------------------------------------------

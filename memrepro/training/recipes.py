@@ -30,18 +30,9 @@ class V1Recipe:
     limit_queries: Optional[int] = None  # smoke runs / fixtures
 
     def __post_init__(self) -> None:
-        if self.teacher not in ("dense", "cross_encoder"):
-            raise ValueError(f"v1 recipe: teacher must be 'dense' or 'cross_encoder', got {self.teacher!r}")
+        check_recipe(self, type(self).__name__)  # the ranges the config is checked with (validate.RECIPE_RULES)
         if self.teacher == "cross_encoder" and not self.teacher_model:
             raise ValueError("v1 recipe: teacher=cross_encoder needs teacher_model (a model name or folder)")
-        if self.first_rank_target not in ("best_gold", "teacher"):
-            raise ValueError(f"v1 recipe: first_rank_target must be best_gold or teacher, "
-                             f"got {self.first_rank_target!r}")
-        for key in ("pairwise_weight", "gold_weight", "first_rank_weight", "weight_decay"):
-            if getattr(self, key) < 0:
-                raise ValueError(f"v1 recipe: {key} must be >= 0, got {getattr(self, key)}")
-        if self.lr <= 0 or self.epochs < 1 or self.pairwise_top_k < 1 or self.pairwise_bottom_k < 1:
-            raise ValueError("v1 recipe: lr > 0, epochs >= 1, pairwise_top_k >= 1, pairwise_bottom_k >= 1")
 
     @property
     def label(self) -> str:
