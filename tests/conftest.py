@@ -56,6 +56,16 @@ def fixtures_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root
 
 
+@pytest.fixture()
+def fixture_paths(tmp_path: Path, fixtures_dir: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """In-process runs on the fixtures: data from the fixture root, cache and results under ``tmp_path``
+    (``tmp_path / "results"``); returns ``tmp_path``."""
+    monkeypatch.setenv("MEMREPRO_DATA_DIR", str(fixtures_dir))
+    monkeypatch.setenv("MEMREPRO_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("MEMREPRO_RESULTS_DIR", str(tmp_path / "results"))
+    return tmp_path
+
+
 def run_record(run_id: str = "0" * 16, dataset: str = "locomo", *, summary: dict | None = None,
                n_total: int = 0, **fields: object) -> dict:
     """A valid ``metrics.json`` document (:class:`memrepro.run_record.RunRecord`) for hand-made run folders:

@@ -249,34 +249,47 @@ def test_training_on_demand_then_found_by_recipe_hash(context: TrainingContext, 
     assert again.resolved[split.name] == f"recipe {models.identity_hash()}"
 
 
+class KilledTraining:
+    """One split's v1 training run twice: whole into ``clean``, and killed at its second step into ``killed``
+    (what a Ctrl-C or an OOM kill leaves: the partial state and no model)."""
+
+    def __init__(self, context: TrainingContext, tmp_path: Path) -> None:
+        self.split = context.benchmark.splits[0]
+        self.models = V1Models()
+        self.models.bind(context)
+        self.items = self.models.items(self.split)
+        assert len(self.items) >= 2
+        self.clean, self.killed = tmp_path / "a" / "seed7", tmp_path / "b" / "seed7"
+        self.train(self.clean)
+        calls = {"n": 0}
+
+        def teacher_that_dies(item: TrainItem) -> np.ndarray:
+            calls["n"] += 1
+            if calls["n"] == 2:
+                raise KeyboardInterrupt
+            return item.inputs.raw_scores[item.inputs.candidates]
+
+        with pytest.raises(KeyboardInterrupt):
+            self.train(self.killed, teacher_that_dies)
+        self.state = self.killed.parent / f"seed7{PARTIAL}"
+
+    def train(self, folder: Path, teacher=None) -> dict:
+        models = self.models
+        return train_v1(self.items, teacher or models.teacher_for(self.split), folder, models.recipe, 7,
+                        models.architecture(), {"identity": models.identity()}, progress=False)
+
+    def same_weights(self) -> bool:
+        a, _ = load_v1(self.clean)
+        b, _ = load_v1(self.killed)
+        return all(torch.allclose(x, y, atol=1e-6) for x, y in zip(_weights(a), _weights(b)))
+
+
 def test_training_resumes_after_an_interruption(context: TrainingContext, tmp_path: Path) -> None:
-    split = context.benchmark.splits[0]
-    models = V1Models()
-    models.bind(context)
-    items = models.items(split)
-    assert len(items) >= 2
-    uninterrupted = tmp_path / "a" / "seed7"
-    train_v1(items, models.teacher_for(split), uninterrupted, models.recipe, 7, models.architecture(),
-             {"identity": models.identity()}, progress=False)
-    calls = {"n": 0}
-
-    def teacher_that_dies(item: TrainItem) -> np.ndarray:
-        calls["n"] += 1
-        if calls["n"] == 2:
-            raise KeyboardInterrupt  # killed mid-way
-        return item.inputs.raw_scores[item.inputs.candidates]
-
-    interrupted = tmp_path / "b" / "seed7"
-    with pytest.raises(KeyboardInterrupt):
-        train_v1(items, teacher_that_dies, interrupted, models.recipe, 7, models.architecture(),
-                 {"identity": models.identity()}, progress=False)
-    assert (interrupted.parent / f"seed7{PARTIAL}").is_file() and not interrupted.exists()
-    log = train_v1(items, models.teacher_for(split), interrupted, models.recipe, 7, models.architecture(),
-                   {"identity": models.identity()}, progress=False)
-    assert log["steps"] == len(items) and not (interrupted.parent / f"seed7{PARTIAL}").exists()
-    a, _ = load_v1(uninterrupted)
-    b, _ = load_v1(interrupted)
-    assert all(torch.allclose(x, y, atol=1e-6) for x, y in zip(_weights(a), _weights(b)))
+    run = KilledTraining(context, tmp_path)
+    assert run.state.is_file() and not run.killed.exists()
+    log = run.train(run.killed)
+    assert log["steps"] == len(run.items) and not run.state.exists()
+    assert run.same_weights()
 
 
 def test_resolution_order_and_refusals(context: TrainingContext, tmp_path: Path) -> None:
@@ -354,32 +367,10 @@ def test_a_damaged_checkpoint_is_refused_with_its_path(context: TrainingContext)
 
 def test_a_damaged_training_state_is_not_resumed_from(context: TrainingContext, tmp_path: Path, capsys) -> None:
     """One flipped byte in the saved state: training restarts and ends where an uninterrupted run ends."""
-    split = context.benchmark.splits[0]
-    models = V1Models()
-    models.bind(context)
-    items = models.items(split)
-    clean = tmp_path / "a" / "seed7"
-    train_v1(items, models.teacher_for(split), clean, models.recipe, 7, models.architecture(),
-             {"identity": models.identity()}, progress=False)
-    calls = {"n": 0}
-
-    def teacher_that_dies(item: TrainItem) -> np.ndarray:
-        calls["n"] += 1
-        if calls["n"] == 2:
-            raise KeyboardInterrupt
-        return item.inputs.raw_scores[item.inputs.candidates]
-
-    damaged = tmp_path / "b" / "seed7"
-    with pytest.raises(KeyboardInterrupt):
-        train_v1(items, teacher_that_dies, damaged, models.recipe, 7, models.architecture(),
-                 {"identity": models.identity()}, progress=False)
-    state = damaged.parent / f"seed7{PARTIAL}"
-    data = bytearray(state.read_bytes())
+    run = KilledTraining(context, tmp_path)
+    data = bytearray(run.state.read_bytes())
     data[len(data) // 2] ^= 0xFF
-    state.write_bytes(bytes(data))
-    train_v1(items, models.teacher_for(split), damaged, models.recipe, 7, models.architecture(),
-             {"identity": models.identity()}, progress=False)
-    assert f"ignoring {state}: damaged training state" in capsys.readouterr().out
-    a, _ = load_v1(clean)
-    b, _ = load_v1(damaged)
-    assert all(torch.allclose(x, y, atol=1e-6) for x, y in zip(_weights(a), _weights(b)))
+    run.state.write_bytes(bytes(data))
+    run.train(run.killed)
+    assert f"ignoring {run.state}: damaged training state" in capsys.readouterr().out
+    assert run.same_weights()

@@ -35,11 +35,8 @@ def _rows(folder: Path) -> list[dict]:
 
 
 @pytest.fixture()
-def paths(tmp_path: Path, fixtures_dir: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.setenv("MEMREPRO_DATA_DIR", str(fixtures_dir))
-    monkeypatch.setenv("MEMREPRO_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.setenv("MEMREPRO_RESULTS_DIR", str(tmp_path / "interrupted"))
-    return tmp_path
+def paths(fixture_paths: Path) -> Path:
+    return fixture_paths
 
 
 @pytest.mark.parametrize("every_s", [0, 3600])  # 3600: nothing written until the exception flushes the pending batches
@@ -58,8 +55,8 @@ def test_a_stopped_run_resumes_and_matches_an_uninterrupted_one(every_s: float, 
     monkeypatch.setattr(RFMemRetriever, "retrieve", stops_on_the_fourth_batch)
     with pytest.raises(RuntimeError, match="stopped"):
         runner.run(_cfg(every_s=every_s))
-    checkpoints = list((paths / "interrupted").rglob("*.partial.jsonl"))
-    assert len(checkpoints) == 1 and not list((paths / "interrupted").rglob("COMPLETE"))
+    checkpoints = list((paths / "results").rglob("*.partial.jsonl"))
+    assert len(checkpoints) == 1 and not list((paths / "results").rglob("COMPLETE"))
     assert len(RetrievalCheckpoint(checkpoints[0]).load().rankings) == 6  # three batches of two
 
     calls.clear()

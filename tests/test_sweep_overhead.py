@@ -28,13 +28,10 @@ def _rows(folder: Path) -> list[dict]:
 
 
 @pytest.fixture()
-def paths(tmp_path: Path, fixtures_dir: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.setenv("MEMREPRO_DATA_DIR", str(fixtures_dir))
-    monkeypatch.setenv("MEMREPRO_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.setenv("MEMREPRO_RESULTS_DIR", str(tmp_path / "results"))
+def paths(fixture_paths: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setattr(runner, "_INDEXED", {})
     monkeypatch.setattr(runner, "_BATCH1_TIMED", [])
-    return tmp_path
+    return fixture_paths
 
 
 def test_sweep_points_share_the_index_and_time_batch1_once(paths: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -139,11 +139,8 @@ def _cfg(*extra: str):
 
 
 @pytest.fixture()
-def paths(tmp_path: Path, fixtures_dir: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.setenv("MEMREPRO_DATA_DIR", str(fixtures_dir))
-    monkeypatch.setenv("MEMREPRO_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.setenv("MEMREPRO_RESULTS_DIR", str(tmp_path / "results"))
-    return tmp_path
+def paths(fixture_paths: Path) -> Path:
+    return fixture_paths
 
 
 def test_run_on_an_unpinned_revision_is_refused_then_labelled(paths: Path, caplog: pytest.LogCaptureFixture) -> None:
