@@ -55,3 +55,10 @@ def test_bench_rfmem_engines_agree(tmp_path: Path) -> None:
                  "--dim", "32"], tmp_path, tmp_path)
     rows = [line for line in out.stdout.splitlines() if line.startswith("personabench ")]
     assert len(rows) == 2 and all(line.split()[-2:] == ["100.0%", "100.0%"] for line in rows), out.stdout
+
+
+def test_bench_rerank_on_the_fixture(tmp_path: Path, fixtures_dir: Path) -> None:
+    out = bench(["scripts/bench_rerank.py", "--queries", "3", "--rounds", "1", "--pool", "20",
+                 "--encoder", "all-MiniLM-L6-v2", "--data-dir", str(fixtures_dir)], tmp_path, fixtures_dir)
+    rows = [line for line in out.stdout.splitlines() if line.startswith(("| batch-1 |", "| amortized |"))]
+    assert len(rows) == 2, out.stdout
