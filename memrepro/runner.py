@@ -296,13 +296,22 @@ def score_rankings(benchmark: Benchmark, rankings: Mapping[tuple[str, str], Froz
     return rows, counts, summary
 
 
+def config_yaml(cfg: DictConfig | Mapping[str, Any]) -> str:
+    """The resolved config as YAML, dumped by libyaml when present (OmegaConf's pure-Python dumper took about
+    0.1 s per run, a sizeable part of a sweep point); keys keep the config's order."""
+    import yaml
+
+    plain = OmegaConf.to_container(cfg, resolve=True) if isinstance(cfg, DictConfig) else dict(cfg)
+    dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+    return yaml.dump(plain, Dumper=dumper, sort_keys=False, default_flow_style=False, allow_unicode=True)
+
+
 def write_run(folder: Path, cfg: DictConfig | Mapping[str, Any], rows: list[dict[str, Any]],
               record: RunRecord, run_id: str) -> Path:
     """The results folder (config.yaml, queries.jsonl, run.trec, metrics.json, COMPLETE), atomically."""
     writer = RunWriter(folder)
     try:
-        config = cfg if isinstance(cfg, DictConfig) else OmegaConf.create(dict(cfg))
-        writer.write_text("config.yaml", OmegaConf.to_yaml(config, resolve=True))
+        writer.write_text("config.yaml", config_yaml(cfg))
         writer.write_jsonl("queries.jsonl", rows)
         writer.write_text("run.trec", _trec(rows, run_id))
         writer.write_json("metrics.json", record.to_json())

@@ -23,7 +23,7 @@ def test_configs_are_read_from_inside_the_package() -> None:
 def test_wheel_contains_every_config(tmp_path: Path) -> None:
     source = tmp_path / "src"  # a copy: setuptools writes build/ and *.egg-info beside the sources it builds
     source.mkdir()
-    for name in ("pyproject.toml", "README.md", "memrepro", "conf"):
+    for name in ("pyproject.toml", "README.md", "memrepro", "conf", "hydra_plugins"):
         copy = shutil.copytree if (REPO / name).is_dir() else shutil.copy2
         copy(REPO / name, source / name, **({"symlinks": True, "ignore": shutil.ignore_patterns("__pycache__")}
                                            if copy is shutil.copytree else {}))
@@ -34,3 +34,5 @@ def test_wheel_contains_every_config(tmp_path: Path) -> None:
     packed = {name for name in zipfile.ZipFile(wheel).namelist() if name.startswith("memrepro/conf/")}
     expected = {f"memrepro/conf/{p.relative_to(REPO / 'conf').as_posix()}" for p in (REPO / "conf").rglob("*.yaml")}
     assert expected and expected <= packed
+    # the sweeper conf/config.yaml selects (Hydra instantiates sweepers only from the hydra_plugins package)
+    assert "hydra_plugins/memrepro_sweeper/__init__.py" in zipfile.ZipFile(wheel).namelist()

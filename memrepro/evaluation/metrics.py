@@ -15,6 +15,7 @@ ranked ids (the reference way).
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from typing import Callable, Mapping, Sequence
@@ -140,6 +141,10 @@ def _ideal_dcg(count: int) -> np.ndarray:
     return ideal
 
 
+# the same answer parts recur across metrics, cutoffs and sweep points: enumerate their combinations once
+_gold_combinations = functools.lru_cache(maxsize=65536)(gold_combinations)
+
+
 def _personabench_from_ranks(ranks: Mapping[str, int], n_returned: int, k: int | None,
                              alternatives: tuple[tuple[str, ...], ...]) -> tuple[float, float]:
     """``personabench_scores`` from the ranks of every alternative id (0 = not returned): the list scored is the
@@ -147,7 +152,7 @@ def _personabench_from_ranks(ranks: Mapping[str, int], n_returned: int, k: int |
     ideal are summed in rank order, as the list-based code walks the list."""
     length = n_returned if k is None else min(k, n_returned)
     best_recall = best_ndcg = 0.0
-    for gold_set in gold_combinations(alternatives):
+    for gold_set in _gold_combinations(alternatives):
         present = sorted(r for r in (ranks.get(g, 0) for g in gold_set) if 0 < r <= length)
         if gold_set:
             best_recall = max(best_recall, len(present) / len(gold_set))
@@ -200,6 +205,7 @@ def compute_metrics(rankings: Mapping[str, FrozenRanking], queries: Sequence[Que
     ideal = None
 
     columns: dict[str, np.ndarray] = {}
+    personabench: dict[int | None, np.ndarray] = {}  # k -> (recall, nDCG) per scored query
     for name, (base, k) in parsed.items():
         if base not in _FROM_RANKS or (base in CUSTOM and CUSTOM[base] is not _BUILTIN.get(base)):
             continue
@@ -225,15 +231,16 @@ def compute_metrics(rankings: Mapping[str, FrozenRanking], queries: Sequence[Que
                 dcg = dcg + gains[:, j]
             best = ideal[np.minimum(n_distinct, k)]
             column = np.where(best > 0, dcg / np.where(best > 0, best, 1.0), 0.0)
-        else:  # PersonaBench: every alternative's rank, max over combinations
-            column = np.empty(len(scored))
-            which = 0 if base == "pb_recall" else 1
-            for i, query in enumerate(scored):
-                alternatives = _personabench_alternatives(query)
-                memory_ids = rankings[query.id].memory_ids
-                wanted = {a for part in alternatives for a in part}
-                column[i] = _personabench_from_ranks({a: _rank_in(memory_ids, a) for a in wanted},
-                                                     len(memory_ids), k, alternatives)[which]
+        else:  # PersonaBench: every alternative's rank, max over combinations (recall and nDCG at k in one pass)
+            if k not in personabench:
+                personabench[k] = np.empty((len(scored), 2))
+                for i, query in enumerate(scored):
+                    alternatives = _personabench_alternatives(query)
+                    memory_ids = rankings[query.id].memory_ids
+                    wanted = {a for part in alternatives for a in part}
+                    personabench[k][i] = _personabench_from_ranks({a: _rank_in(memory_ids, a) for a in wanted},
+                                                                  len(memory_ids), k, alternatives)
+            column = personabench[k][:, 0 if base == "pb_recall" else 1]
         columns[name] = column
 
     for row, query in enumerate(scored):

@@ -1,0 +1,62 @@
+"""``hydra/sweeper=memrepro`` (hydra_plugins/memrepro_sweeper): a job's config composed once per group choice and
+then given its values equals Hydra's full composition of that job, key by key, hydra section included."""
+
+from __future__ import annotations
+
+import pytest
+from hydra import initialize_config_dir
+from hydra.core.global_hydra import GlobalHydra
+from hydra.errors import ConfigCompositionException
+from hydra.types import RunMode
+from omegaconf import OmegaConf
+
+import memrepro.config  # noqa: F401 - registers the schemas
+from hydra_plugins.memrepro_sweeper import ComposeOnceLoader
+from memrepro.paths import CONFIG_DIR
+
+JOBS = {
+    "values only (an RF-Mem alpha x tau grid)": [
+        ["dataset=personabench", "encoder=minilm", "retriever=rfmem_personabench", f"retriever.recollection.alpha={a}",
+         f"retriever.gate.tau={t}", "latency.batch1_queries=0"] for a in (0.1, 0.5) for t in (0.15, 0.3)],
+    "group choices and values mixed": [
+        ["dataset=personabench", f"retriever={r}", f"retriever.recollection.alpha={a}"]
+        for r in ("rfmem_personabench_table2_r5", "recollection_personabench_table2_r10") for a in (0.2, 0.9)],
+    "an experiment preset, an added key, a list and a null": [
+        ["+experiment=rfmem_table2_r5", "retriever.recollection.alpha=0.4", "+retriever.note=x"],
+        ["dataset=locomo", "retriever=familiarity", "retriever.k=null", "dataset.seeds=[7,11]"],
+        ["dataset=locomo", "retriever=familiarity", "retriever.k=3", "dataset.seeds=[23]"]],
+}
+
+
+@pytest.fixture(scope="module")
+def loader():
+    GlobalHydra.instance().clear()
+    with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"):
+        yield GlobalHydra.instance().config_loader()
+
+
+def _master(loader):
+    return loader.load_configuration(config_name="config", overrides=["hydra.job.chdir=false"],
+                                     run_mode=RunMode.MULTIRUN)
+
+
+@pytest.mark.parametrize("kind", list(JOBS))
+def test_each_job_equals_a_full_composition(loader, kind: str) -> None:
+    master, fast = _master(loader), ComposeOnceLoader(loader)
+    for job in JOBS[kind]:
+        ours = OmegaConf.to_container(fast.load_sweep_config(master, job), resolve=False)
+        hydra = OmegaConf.to_container(loader.load_sweep_config(master, job), resolve=False)
+        ours["hydra"]["runtime"].pop("cwd"), hydra["hydra"]["runtime"].pop("cwd")
+        assert ours == hydra, job
+    if kind.startswith("values only"):
+        assert len(fast._composed) == 1  # one composition for the whole grid
+
+
+def test_a_bad_override_fails_as_hydra_fails(loader) -> None:
+    master, fast = _master(loader), ComposeOnceLoader(loader)
+    job = ["retriever=rfmem_personabench", "retriever.recollection.alphaa=0.3"]
+    with pytest.raises(ConfigCompositionException) as hydra:
+        loader.load_sweep_config(master, job)
+    with pytest.raises(ConfigCompositionException) as ours:
+        fast.load_sweep_config(master, job)
+    assert str(ours.value) == str(hydra.value)
