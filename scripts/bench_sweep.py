@@ -28,13 +28,16 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--batch1", choices=["off", "once", "every"], default="off",
                         help="batch-1 latency: off (latency.batch1_queries=0), once per sweep, or every point")
+    parser.add_argument("--sweeper", choices=["memrepro", "basic"], default="memrepro",
+                        help="hydra/sweeper: memrepro's (compose once per group choice) or Hydra's basic one")
     parser.add_argument("overrides", nargs="*", help=f"the sweep (default: {' '.join(DEFAULT)})")
     args = parser.parse_args()
     latency = {"off": ["latency.batch1_queries=0"], "once": ["latency.batch1_once=true"], "every": []}[args.batch1]
     with tempfile.TemporaryDirectory(prefix="bench_sweep_") as tmp:
         env = {**os.environ, "MEMREPRO_RESULTS_DIR": str(Path(tmp) / "results"),
                "MEMREPRO_LOG_DIR": str(Path(tmp) / "logs")}
-        command = [sys.executable, "-m", "memrepro", "run", "-m", *(args.overrides or DEFAULT), *latency,
+        command = [sys.executable, "-m", "memrepro", "run", "-m", f"hydra/sweeper={args.sweeper}",
+                   *(args.overrides or DEFAULT), *latency,
                    "runtime.progress=false"]
         start = time.perf_counter()
         done = subprocess.run(command, env=env, capture_output=True, text=True)
@@ -53,8 +56,8 @@ def main() -> None:
              f"setup ({', '.join(sorted(k.removesuffix('_s') for k in setup))})": sum(map(total, setup)),
              "scoring": total("metrics_s")}
     parts["rest (process, Hydra, writing)"] = wall - sum(parts.values())
-    print(f"{len(records)} points, wall {wall:.1f} s, batch-1 {args.batch1}, load {os.getloadavg()[0]:.2f}: "
-          f"{' '.join(args.overrides or DEFAULT)}")
+    print(f"{len(records)} points, wall {wall:.1f} s, sweeper {args.sweeper}, batch-1 {args.batch1}, "
+          f"load {os.getloadavg()[0]:.2f}: {' '.join(args.overrides or DEFAULT)}")
     print("| part | s | share of wall |")
     print("|---|---|---|")
     for name, seconds in parts.items():

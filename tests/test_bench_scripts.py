@@ -62,3 +62,12 @@ def test_bench_rerank_on_the_fixture(tmp_path: Path, fixtures_dir: Path) -> None
                  "--encoder", "all-MiniLM-L6-v2", "--data-dir", str(fixtures_dir)], tmp_path, fixtures_dir)
     rows = [line for line in out.stdout.splitlines() if line.startswith(("| batch-1 |", "| amortized |"))]
     assert len(rows) == 2, out.stdout
+
+
+@pytest.mark.parametrize("sweeper", ["memrepro", "basic"])
+def test_bench_sweep_on_the_fixture(sweeper: str, tmp_path: Path, fixtures_dir: Path) -> None:
+    out = bench(["scripts/bench_sweep.py", "--sweeper", sweeper, "dataset=locomo", "encoder=fake",
+                 "dataset.file=locomo/locomo10_two_conversations.json", "retriever=familiarity", "retriever.k=1,3"],
+                tmp_path, fixtures_dir)
+    assert out.stdout.startswith(f"2 points, wall") and f"sweeper {sweeper}" in out.stdout, out.stdout
+    assert "| retrieval (batched) |" in out.stdout
