@@ -16,7 +16,7 @@ Lives in ``hydra_plugins`` because Hydra only instantiates sweepers from that pa
 
 import copy
 from dataclasses import dataclass
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 from hydra._internal.config_loader_impl import ConfigLoaderImpl, get_overrides_dirname
 from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
@@ -32,7 +32,8 @@ class ComposeOnceLoader:
     def __init__(self, loader: Any) -> None:
         self._loader = loader
         self._parser = OverridesParser.create()
-        self._composed: Dict[tuple, DictConfig] = {}
+        self._composed: Dict[tuple, Tuple[DictConfig, DictConfig]] = {}  # -> (master, composed); the master is
+        #                                                                    kept so its id is never reused
 
     def __getattr__(self, name: str) -> Any:
         loader = self.__dict__.get("_loader")  # absent while unpickling (a launcher that pickles its context)
@@ -59,8 +60,8 @@ class ComposeOnceLoader:
         choices = [o.input_line for o in parsed if not any(o is v for v in values)]
         key = (id(master_config), tuple(choices))
         if key not in self._composed:  # Hydra's composition, for the group choices only
-            self._composed[key] = self._loader.load_sweep_config(master_config, choices)
-        cfg = copy.deepcopy(self._composed[key])
+            self._composed[key] = (master_config, self._loader.load_sweep_config(master_config, choices))
+        cfg = copy.deepcopy(self._composed[key][1])
         ConfigLoaderImpl._apply_overrides_to_config(values, cfg)
         app = [o for o in parsed if not o.is_hydra_override()]
         with open_dict(cfg.hydra):
