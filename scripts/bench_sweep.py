@@ -12,13 +12,14 @@ sweep the issue's target is stated for (≥ 25 % of the wall in retrieval). Any 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+from memrepro.results import COMPLETE, read_record
 
 DEFAULT = ["dataset=personabench", "encoder=mpnet", "retriever=rfmem_personabench", "retriever.engine=compiled",
            "retriever.recollection.alpha=0.1,0.2,0.3,0.4,0.5,0.6,0.7,0.8,0.9", "retriever.gate.tau=0.15,0.2,0.25,0.3"]
@@ -44,12 +45,13 @@ def main() -> None:
         wall = time.perf_counter() - start
         if done.returncode:
             raise SystemExit(f"bench_sweep: the sweep failed ({done.returncode}):\n{done.stderr[-3000:]}")
-        records = [json.loads(p.read_text()) for p in (Path(tmp) / "results").rglob("metrics.json")]
+        # read back as every reader does: complete runs only, metrics.json validated field by field
+        records = [read_record(marker.parent) for marker in (Path(tmp) / "results").rglob(COMPLETE)]
     if not records:
-        raise SystemExit("bench_sweep: the sweep wrote no metrics.json")
-    total = lambda key: sum(float(r["timings"].get(key) or 0.0) for r in records)  # noqa: E731
-    batch1 = [(r.get("latency") or {}).get("batch1") or {} for r in records]
-    setup = {k for r in records for k in r["timings"] if k.endswith("_s")} - {"retrieve_s", "metrics_s"}
+        raise SystemExit("bench_sweep: the sweep wrote no complete run")
+    total = lambda key: sum(float(r.timings.get(key) or 0.0) for r in records)  # noqa: E731
+    batch1 = [r.latency.batch1 for r in records]
+    setup = {k for r in records for k in r.timings if k.endswith("_s")} - {"retrieve_s", "metrics_s"}
     parts = {"retrieval (batched)": total("retrieve_s"),
              # the timed calls only (warm-up calls are not recorded)
              "batch-1 latency pass": sum(b.get("n", 0) * (b.get("mean_ms") or 0.0) for b in batch1) / 1000.0,

@@ -39,6 +39,7 @@ are the faithful engine's only and refused here.
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
@@ -658,14 +659,9 @@ def kmeans_labels(x: np.ndarray, k: int, seed: int = 42) -> tuple[np.ndarray, in
     return labels, int(status)
 
 
-_WARM = []  # set once the kernels are compiled in this process (a sweep builds a retriever per point)
-
-
+@functools.cache  # once per process: a sweep builds a retriever per point (a failed call is not cached)
 def warm_up() -> None:
-    """Compile (or load from numba's cache) every kernel on a tiny input, so no timed call pays for it; once per
-    process."""
-    if _WARM:
-        return
+    """Compile (or load from numba's cache) every kernel on a tiny input, so no timed call pays for it."""
     require_numba()
     rng = np.random.default_rng(0)
     pools = rng.standard_normal((1, 6, 4)).astype(np.float32)
@@ -673,4 +669,3 @@ def warm_up() -> None:
     recollect_compiled(pools[0, :2], pools, np.array([6]), np.zeros(2, dtype=np.int64),
                        RecollectionParams(k=3, beam=2, fanout=2, rounds=2))
     top_k_compiled(pools[0, :2], pools, np.array([6]), np.zeros(2, dtype=np.int64), 3)
-    _WARM.append(True)
