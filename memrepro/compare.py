@@ -36,8 +36,9 @@ def label(run: Run) -> str:
     return f"{run.retriever_name} ({run.encoder_label}, {run.folder.name[:8]})"
 
 
-def check_comparable(a: Run, b: Run, metrics: Sequence[str]) -> None:
-    """Refuse runs on different data, benchmarks or query units, naming the difference."""
+def check_comparable(a: Run, b: Run, metrics: Sequence[str], shared: bool = False) -> None:
+    """Refuse runs on different data, benchmarks or query units, naming the difference. ``shared``: different
+    unit sets are paired over the units both scored (e.g. a run over fewer split seeds), when there are any."""
     if a.dataset != b.dataset:
         raise CompareError(f"cannot pair {a.folder} and {b.folder}: different benchmarks ({a.dataset} vs {b.dataset})")
     hash_a, hash_b = (r.record.provenance.data_sha256 for r in (a, b))
@@ -53,11 +54,14 @@ def check_comparable(a: Run, b: Run, metrics: Sequence[str]) -> None:
                 raise CompareError(f"{run.folder}: metric {metric!r} was not computed (has "
                                    f"{', '.join(run.record.metric_names)}); choose --metric from those")
     units_a, units_b = set(a.per_unit(metrics[0])), set(b.per_unit(metrics[0]))
+    if shared and units_a & units_b:
+        return
     if units_a != units_b:
         only_a, only_b = sorted(units_a - units_b), sorted(units_b - units_a)
         raise CompareError(f"cannot pair {a.folder} and {b.folder}: different scored query sets ({len(units_a)} vs "
                            f"{len(units_b)} units; only in the first: {len(only_a)} e.g. {only_a[:2]}, only in the "
-                           f"second: {len(only_b)} e.g. {only_b[:2]})")
+                           f"second: {len(only_b)} e.g. {only_b[:2]}); --shared pairs them over the units both "
+                           "scored")
 
 
 @dataclass(frozen=True)
@@ -75,8 +79,9 @@ class Line:
 
 
 def compare(runs: Sequence[Run], metrics: Sequence[str] | None = None, by: str | None = None,
-            resamples: int = 10_000, seed: int = 13) -> pd.DataFrame:
-    """One row per (other run, metric[, category]): the first run is the baseline."""
+            resamples: int = 10_000, seed: int = 13, shared: bool = False) -> pd.DataFrame:
+    """One row per (other run, metric[, category]): the first run is the baseline. ``shared``: pair runs that
+    scored different units over the units both scored; the means are then those units' pooled means."""
     if len(runs) < 2:
         raise CompareError("compare needs at least two run folders")
     if by not in (None, "category"):
@@ -85,11 +90,15 @@ def compare(runs: Sequence[Run], metrics: Sequence[str] | None = None, by: str |
     metrics = list(metrics or base.record.primary or base.record.metric_names)
     rows = []
     for other in runs[1:]:
-        check_comparable(base, other, metrics)
+        check_comparable(base, other, metrics, shared)
         categories = {f"{r['split']}::{r['query_id']}": r["category"] for r in base.rows if r["excluded"] is None}
         names = {code: c.name or code for code, c in base.record.summary.categories.items()}
         for metric in metrics:
             a, b = base.per_unit(metric), other.per_unit(metric)
+            same_units = set(a) == set(b)
+            if not same_units:  # --shared: only the units both scored (checked non-empty above)
+                a = {u: v for u, v in a.items() if u in b}
+                b = {u: b[u] for u in a}
             groups = [("all", list(a))]
             if by == "category":
                 groups += [(f"{code} {names.get(code, code)}", [u for u in a if categories[u] == code])
@@ -100,7 +109,7 @@ def compare(runs: Sequence[Run], metrics: Sequence[str] | None = None, by: str |
                 ua, ub = {u: a[u] for u in units}, {u: b[u] for u in units}
                 test = paired_bootstrap(ub, ua, resamples=resamples, seed=seed)
                 mean_a, mean_b = sum(ua.values()) / len(ua), sum(ub.values()) / len(ub)
-                whole = group == "all"
+                whole = group == "all" and same_units  # the runs' own summaries describe exactly these units
                 rows.append({
                     "baseline": label(base), "run": label(other), "metric": metric, "queries": group,
                     "n": test.n,

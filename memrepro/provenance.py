@@ -27,6 +27,13 @@ def config_hash(config: Mapping[str, Any]) -> str:
 
 
 def git_commit() -> dict[str, Any]:
+    """The checkout's commit and whether tracked files differ from it, read once per process: the code a process
+    runs is what it imported, and two ``git`` calls per point were a visible part of a sweep's per-point cost."""
+    return dict(_git_commit())
+
+
+@functools.cache
+def _git_commit() -> dict[str, Any]:
     root = Path(__file__).resolve().parents[1]
     try:
         commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True,

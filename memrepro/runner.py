@@ -107,7 +107,8 @@ def run(cfg: DictConfig, retriever: Retriever | None = None) -> RunOutcome:
     encoder = _reused(cfg.encoder)
     retriever = retriever if retriever is not None else build(cfg.retriever)
 
-    identity = run_id_payload(cfg, benchmark.data_sha256, encoder.identity)
+    resolved = OmegaConf.to_container(cfg, resolve=True)  # once per run: the run id and config.yaml both read it
+    identity = run_id_payload(resolved, benchmark.data_sha256, encoder.identity)
     run_id = config_hash(identity)
     folder = run_dir(cfg.paths.results_dir, benchmark.name, retriever.name, encoder.label, run_id)
     checkpoint = RetrievalCheckpoint.for_run(folder, float(cfg.runtime.checkpoint_every_s))
@@ -122,7 +123,7 @@ def run(cfg: DictConfig, retriever: Retriever | None = None) -> RunOutcome:
             # another process may have completed it meanwhile
             if cfg.overwrite or not is_complete(folder) or run_problem(folder):
                 return _compute(cfg, benchmark, encoder, retriever, folder, run_id, checkpoint, device, timings,
-                                verification, identity["algorithm"])
+                                verification, identity["algorithm"], resolved)
             checkpoint.discard()  # complete (a commit finished by recover): its checkpoint is spent
     log.info("run %s is complete: skipped (set overwrite=true to redo it)", folder)
     return RunOutcome(folder, True, read_record(folder), {"query": 0, "document": 0})
@@ -156,7 +157,8 @@ def load_benchmark(node: DictConfig) -> tuple[Benchmark, dict[str, Any]]:
 def _compute(cfg: DictConfig, benchmark: Benchmark, encoder: Any, retriever: Retriever, folder: Path, run_id: str,
              checkpoint: RetrievalCheckpoint, device: str, timings: dict[str, float],
              verification: Mapping[str, Any] | None = None,
-             algorithm_versions: Mapping[str, int] | None = None) -> RunOutcome:
+             algorithm_versions: Mapping[str, int] | None = None,
+             resolved: Mapping[str, Any] | None = None) -> RunOutcome:
     """Encode, retrieve (resuming from ``checkpoint``), score and write one run that is not complete yet."""
     if getattr(retriever, "uses_vectors", True):
         index, query_vectors, cached = _indexed(benchmark, encoder, Path(cfg.paths.cache_dir), device,
@@ -242,7 +244,7 @@ def _compute(cfg: DictConfig, benchmark: Benchmark, encoder: Any, retriever: Ret
             "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         },
     }, str(folder / "metrics.json"))
-    folder = write_run(folder, cfg, rows, record, run_id)
+    folder = write_run(folder, cfg if resolved is None else resolved, rows, record, run_id)
     checkpoint.discard()
     log.info("wrote %s", folder)
     return RunOutcome(folder, False, record, dict(cached.encoded))

@@ -184,8 +184,12 @@ def build_index(episodes: Mapping[str, Episode], vectors: Mapping[str, np.ndarra
             flag = first != np.arange(len(block))
             flag[first[flag]] = True  # the first copy has a copy too
             has_copy[row] = flag
-    return EpisodeIndex(ids, matrix.to(device), lengths.to(device), {e: i for i, e in enumerate(ids)},
-                        canonical.to(device), episodes, options, blocks, has_copy)
+    index = EpisodeIndex(ids, matrix.to(device), lengths.to(device), {e: i for i, e in enumerate(ids)},
+                         canonical.to(device), episodes, options, blocks, has_copy)
+    for row, block in blocks.items():  # a large episode's error-bound norm is part of its build, not its first search
+        if len(block) >= options.faiss_min_memories:
+            index._ann[("max_norm", row)] = _max_norm(block)
+    return index
 
 
 def _score_chunk(index: EpisodeIndex, queries: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
@@ -349,6 +353,12 @@ def _finish(block: np.ndarray, source: np.ndarray, positions: np.ndarray, querie
     return np.take_along_axis(positions, order, axis=1), np.take_along_axis(exact, order, axis=1)
 
 
+def _max_norm(block: np.ndarray, chunk_rows: int = 1 << 16) -> float:
+    """The largest row norm of an episode (what the float32 error bound scales with), in bounded chunks."""
+    return max((float(np.sqrt(np.einsum("ij,ij->i", part, part).max(initial=0.0)))
+                for part in (block[s:s + chunk_rows] for s in range(0, len(block), chunk_rows))), default=0.0)
+
+
 def _search_large(index: EpisodeIndex, row: int, queries: np.ndarray, k: int,
                   min_sim: float | None, batch: int = 256) -> list[Hits]:
     """Top-k of one large episode by partial selection, then the tie rule on the candidates (see module doc)."""
@@ -359,9 +369,7 @@ def _search_large(index: EpisodeIndex, row: int, queries: np.ndarray, k: int,
     take = min(k, length)
     x_norm = index._ann.get(("max_norm", row))
     if x_norm is None:
-        x_norm = index._ann[("max_norm", row)] = max(
-            float(np.sqrt(np.einsum("ij,ij->i", part, part).max(initial=0.0)))
-            for part in (block[s:s + (1 << 16)] for s in range(0, length, 1 << 16)))
+        x_norm = index._ann[("max_norm", row)] = _max_norm(block)
     bounds = error_bound(dim) * np.linalg.norm(queries.astype(np.float64), axis=1) * max(x_norm, 1e-30)
     approximate = index.options.approximate
     out: list[Hits | None] = [None] * len(queries)

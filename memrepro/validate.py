@@ -18,13 +18,13 @@ from typing import Any, Callable, Mapping
 from omegaconf import DictConfig, OmegaConf
 
 from memrepro.errors import ConfigError
+from memrepro.retrievers.arms import ARMS
 from memrepro.retrievers.rfmem.params import CHOICES, ENGINES, LATENCY_SCOPES
 
 # A retriever's nested parameter blocks (the RF-Mem dataclasses of ``retrievers/rfmem/params.py``): their fields
 # are checked by the same rules, under the block's key (``retriever.gate.tau``).
 PARAMETER_BLOCKS = ("recollection", "gate", "familiarity")
 # Allowed names, mirrored from the modules that use them (importing those would load torch before validation).
-ARMS = ("full_text", "no_memory_text", "random_other_query_text", "shuffled_memory_text", "scalar_only")
 DEVICES = "auto, cpu, cuda or cuda:<n> (cuda only where torch sees a GPU)"
 
 

@@ -374,3 +374,17 @@ def test_a_damaged_training_state_is_not_resumed_from(context: TrainingContext, 
     run.train(run.killed)
     assert f"ignoring {run.state}: damaged training state" in capsys.readouterr().out
     assert run.same_weights()
+
+
+def test_the_training_forecast_knows_a_no_text_arm_is_cheap(context: TrainingContext) -> None:
+    """The one line printed before on-demand training: a no-text arm's pairs are a few tokens (measured ~6× faster)."""
+    from memrepro.training.cross_encoder import TrainedCrossEncoders
+
+    split = context.benchmark.splits[0]
+    full, scalar = TrainedCrossEncoders(), TrainedCrossEncoders()
+    scalar.use_arm("scalar_only")
+    for ce in (full, scalar):
+        ce.bind(context)
+    assert scalar.seconds_per_unit() * 5 < full.seconds_per_unit()
+    records = len(context.dev_queries(split, None))
+    assert full.estimate(split) == f"{records} records, about {max(1, round(records * 1.5 / 60))} min on a 2-core CPU"

@@ -404,6 +404,17 @@ def test_compare_uses_the_tables_bootstrap_and_refuses_mismatches(two_runs, tmp_
         check_comparable(load_run(dense), load_run(by_seeds[2]), ["mrr"])
     refused = memrepro("compare", str(dense), str(by_seeds[2]), tmp=tmp, data_dir=fixtures_dir)
     assert refused.returncode == 1 and refused.stderr.count("\n") == 1 and "Traceback" not in refused.stderr
+    assert "--shared" in refused.stderr  # the fix is named
+    # --shared: paired over the units both scored (the two seeds), means over those units, never the whole run's
+    full, two = load_run(dense), load_run(by_seeds[2])
+    units = two.per_unit("mrr")
+    row = compare([full, two], ["mrr"], resamples=2000, shared=True).iloc[0]
+    expected = paired_bootstrap(units, {u: v for u, v in full.per_unit("mrr").items() if u in units}, resamples=2000)
+    assert row["n"] == len(units) == expected.n < len(full.per_unit("mrr")) and row["p"] == expected.p_text()
+    shared_mean = sum(full.per_unit("mrr")[u] for u in units) / len(units)
+    assert row["baseline mean"] == f"{shared_mean:.4f}" and row["Δ"].startswith(f"{expected.delta:+.4f}")
+    with pytest.raises(CompareError, match="different data"):  # --shared never pairs other data
+        check_comparable(full, load_run(by_seeds[5]), ["mrr"], shared=True)
 
 
 def test_leaderboard_cells_are_the_runs_numbers(two_runs) -> None:

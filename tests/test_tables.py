@@ -312,6 +312,7 @@ def test_convmemory_tables_mark_significant_deltas_and_give_cells(tmp_path: Path
     from dataclasses import asdict
 
     from memrepro.datasets.locomo import SPLIT_SEEDS
+    from memrepro.retrievers.arms import ARMS
     from memrepro.tables.convmemory import ablation_table, cost_notes, main_table, reproduction_cells, select
     from memrepro.training.recipes import CrossEncoderRecipe, V1Recipe
 
@@ -359,6 +360,10 @@ def test_convmemory_tables_mark_significant_deltas_and_give_cells(tmp_path: Path
                [v + 0.25 * (i % 3 == 0) for i, v in enumerate(base)], batch1_ms=80.0, described=ce_label)
     locomo_run("cascade", {**cascade, "first_stage": dense, "arm": "scalar_only"},
                [v + 0.25 * (i % 3 == 0) for i, v in enumerate(base)], described=ce_label)
+    # an arm of another recipe over v1: its own family, never compared with the v2-recipe full-text control
+    head_lr_ce = {**ours_ce, "recipe": {**ours_ce["recipe"], "head_lr": 1e-3}}
+    locomo_run("cascade", {**cascade, "cross_encoder": head_lr_ce, "first_stage": v1, "arm": "no_memory_text"},
+               [v - 0.25 for v in v1_mrr], described={**ce_label, "first_stage": {"name": "convmemory_v1", **v1_label}})
     fullpool = {"_target_": "memrepro.retrievers.fullpool.FullPoolRetriever", "first_stage": dense,
                 "cross_encoder": ours_ce, "pool": 500}
     locomo_run("fullpool", fullpool, base, batch1_ms=2000.0, described=ce_label)
@@ -377,8 +382,18 @@ def test_convmemory_tables_mark_significant_deltas_and_give_cells(tmp_path: Path
     assert main.loc["ConvMemory v1, published checkpoint (leaks on 4 of 5 seeds)", "FULL MRR"].startswith("not run")
     notes = " ".join(cost_notes(selected))
     assert "v1 + v2 / v1: batch-1 1.70×" in notes and "full pool / cascade over dense" in notes and "25.00×" in notes
-    ablation = ablation_table(selected, resamples=500).set_index("arm")
-    assert not ablation.loc["scalar_only", "ours FULL MRR"].endswith("*")  # same rows as full text: Δ = 0
+    ablation = ablation_table(selected, resamples=500)
+    # two families ran a corrupted arm: (dense, v2 recipe) and (v1, head_lr); the v1 family ranks first
+    assert len(ablation) == 10 and list(ablation["arm"][:5]) == list(ARMS)
+    v1_family, dense_family = ablation.iloc[:5].set_index("arm"), ablation.iloc[5:].set_index("arm")
+    no_text = v1_family.loc["no_memory_text"]
+    assert no_text["first stage"].startswith("v1: per-seed retrained") and "head_lr=0.001" in no_text["cross-encoder"]
+    assert v1_family.loc["full_text", "ours FULL MRR"] == "not run"  # the head_lr control was not run
+    assert no_text["Δ vs full text [95% CI], p"] == ""  # so no delta against the other recipe's control
+    assert no_text["Δ vs first stage [95% CI], p"].startswith("-0.2500")  # against the v1 it reranks
+    assert not dense_family.loc["scalar_only", "ours FULL MRR"].endswith("*")  # same rows as full text: Δ = 0
+    assert dense_family.loc["scalar_only", "first stage"] == "raw dense"
+    assert dense_family.loc["scalar_only", "Δ vs full text [95% CI], p"].startswith("+0.0000")
     cells = {(c.table, c.row, c.column): c for c in reproduction_cells(selected)}
     assert cells[("convmemory_locomo", "raw dense (MPNet)", "H@1")].verdict == "OKish"  # 0.2 vs 0.1937
     assert cells[("convmemory_locomo", "raw dense (MPNet)", "Hit@10")].verdict == "FAIL"  # 0.6 vs 0.5894
@@ -388,7 +403,8 @@ def test_convmemory_tables_mark_significant_deltas_and_give_cells(tmp_path: Path
     assert ours.ours == 0.5 and ours.verdict.startswith("not comparable: our cross-encoders")
     v1_cell = cells[("convmemory_locomo", "ConvMemory v1, per-seed retrained, dense-cosine teacher", "FULL MRR")]
     assert v1_cell.verdict.startswith("not comparable: per-seed retrained")
-    assert cells[("convmemory_ablation", "no_memory_text", "FULL MRR")].verdict == "missing: not run"
+    assert cells[("convmemory_ablation", "no_memory_text", "FULL MRR")].verdict.startswith("not comparable: each arm")
+    assert cells[("convmemory_ablation", "full_text", "FULL MRR")].verdict == "missing: not run"  # the v1 family's
 
 
 def test_table3_marks_significant_differences_in_the_frame(tmp_path: Path) -> None:

@@ -1,7 +1,9 @@
 """``python -m memrepro compare RUN_A RUN_B [RUN_C …] [--metric mrr] [--by category] [--latex] [--out PREFIX]``.
 
 The first run is the baseline; every other run is paired with it (seeded paired bootstrap, the tables' routine).
-Runs on different data or different query sets are refused with the difference named.
+Runs on different data or different query sets are refused with the difference named; ``--shared`` pairs runs
+that scored different query sets (a run over fewer split seeds) over the units both scored, with their means over
+those units.
 """
 
 from __future__ import annotations
@@ -26,11 +28,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--resamples", type=int, default=10_000)
     parser.add_argument("--seed", type=int, default=13)
     parser.add_argument("--latex", action="store_true", help="print LaTeX (booktabs) instead of Markdown")
+    parser.add_argument("--shared", action="store_true", help="pair runs with different query sets over the "
+                        "units both scored (n says how many)")
     parser.add_argument("--out", default=None, help="also write PREFIX.md, PREFIX.tex and PREFIX.csv")
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
     try:
         runs = [load_run(path) for path in args.runs]
-        frame = compare(runs, args.metric, args.by, args.resamples, args.seed)
+        frame = compare(runs, args.metric, args.by, args.resamples, args.seed, args.shared)
     except MemreproError as exc:
         print(f"memrepro: error: {exc}", file=sys.stderr)
         return 1

@@ -15,6 +15,7 @@ from typing import Any, Callable, Literal, Mapping, Sequence
 import numpy as np
 
 from memrepro.models.cross_encoder import CrossEncoderScorer
+from memrepro.retrievers.arms import ARMS, RANDOM_ARMS
 from memrepro.retrievers.base import RetrievalInput, Retrieved, Retriever
 from memrepro.search import EpisodeIndex, Hits
 from memrepro.types import Memory, Split
@@ -23,8 +24,6 @@ FORBIDDEN_FIELDS = frozenset({
     "answer", "answer_text", "ce_score", "entity_id", "gold", "gold_ids", "gpt_label", "is_current", "is_latest",
     "is_stale", "mxbai_score", "slot_id", "stale", "teacher_score",
 })
-ARMS = ("full_text", "no_memory_text", "random_other_query_text", "shuffled_memory_text", "scalar_only")
-RANDOM_ARMS = ("random_other_query_text", "shuffled_memory_text")  # the arms that draw from a generator
 
 
 def check_candidates(candidates: Sequence[Mapping[str, Any]]) -> None:

@@ -132,7 +132,10 @@ class PerSeedArtifact:
         """The one-line forecast printed before training on demand."""
         recipe = getattr(self, "recipe", None)
         n = len(self.context.dev_queries(split, getattr(recipe, "limit_queries", None))) * getattr(recipe, "epochs", 1)
-        return f"{n} {self.UNIT}, about {max(1, round(n * self.SECONDS_PER_UNIT / 60))} min on a 2-core CPU"
+        return f"{n} {self.UNIT}, about {max(1, round(n * self.seconds_per_unit() / 60))} min on a 2-core CPU"
+
+    def seconds_per_unit(self) -> float:
+        return self.SECONDS_PER_UNIT
 
     # -- resolution --------------------------------------------------------------------------------------------------
     def bind(self, context: TrainingContext) -> None:

@@ -23,7 +23,8 @@ import numpy as np
 
 from memrepro.evaluation.freeze import FrozenRanking
 from memrepro.models.cross_encoder import TRAINING_INFO, CrossEncoderScorer
-from memrepro.retrievers.cascade import ARMS, DonorTexts, as_candidate, check_candidates, corrupt_texts, v2_pairs
+from memrepro.retrievers.arms import ARMS, NO_TEXT_ARMS
+from memrepro.retrievers.cascade import DonorTexts, as_candidate, check_candidates, corrupt_texts, v2_pairs
 from memrepro.training.artifacts import PerSeedArtifact, published_folder, weights_sha256
 from memrepro.training.recipes import CrossEncoderRecipe
 from memrepro.training.state import load_state, partial_path, save_state
@@ -187,7 +188,13 @@ class TrainedCrossEncoders(PerSeedArtifact):
     seed's dev conversations; or one published checkpoint for every seed (``published``, online)."""
 
     kind = "cross_encoder"
-    UNIT, SECONDS_PER_UNIT = "records", 1.5  # measured: MiniLM-L6 backbone, 10 pairs a record, one torch thread
+    UNIT = "records"
+    # measured, one torch thread, MiniLM-L6 backbone, 10 pairs a record: 1.5-2.0 s with the memory text (LoCoMo),
+    # 0.23 s without it (scalar_only: only the time and rank prefixes, a few tokens a pair)
+    SECONDS_PER_RECORD = {"text": 1.5, "no_text": 0.25}
+
+    def seconds_per_unit(self) -> float:
+        return self.SECONDS_PER_RECORD["no_text" if self.recipe.arm in NO_TEXT_ARMS else "text"]
 
     def __init__(self, recipe: Mapping[str, Any] | None = None,
                  base_model: str = "cross-encoder/ms-marco-MiniLM-L-6-v2",
