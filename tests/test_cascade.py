@@ -169,7 +169,8 @@ def test_train_smoke_then_cascade_end_to_end(tmp_path: Path, fixtures_dir: Path)
     assert tables_main(["--results", str(tmp_path / "results"), "--resamples", "200"]) == 0
     table = (tmp_path / "results" / "tables" / "convmemory_locomo.md").read_text()
     assert "raw dense" in table
-    assert "v2 cascade over raw dense (our CE, v2 recipe, head_lr=0.001, lr=0.0001) (seeds 7 only)" in table
+    assert ("v2 cascade over raw dense (our CE, v2 recipe, head_lr=0.001, lr=0.0001 (cross_encoder=trained_head_lr)) "
+            "(seeds 7 only)") in table
     assert "full-pool cross-encoder (top-500), our per-seed checkpoints (seeds 7 only)" in table
     assert "not comparable: file locomo/locomo10_two_conversations.json, encoder fake-bow-64d" in table
     assert "0.3254" in table  # the paper's raw dense MRR beside ours

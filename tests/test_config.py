@@ -190,3 +190,20 @@ def test_a_cascade_first_stage_is_checked_as_a_retriever() -> None:
     with pytest.raises(ConfigError, match=r"retriever\.first_stage\.k=0"):
         validate_retriever({"_target_": "memrepro.retrievers.cascade.CascadeRetriever", "protected": 10,
                             "first_stage": {"_target_": "memrepro.retrievers.dense.DenseRetriever", "k": 0}})
+
+
+def test_the_tables_name_each_cross_encoder_preset_as_hydra_composes_it() -> None:
+    """memrepro.tables.convmemory resolves conf/cross_encoder/*.yaml itself (no Hydra at render time): the recipe
+    of every trained preset equals Hydra's composition of `retriever=cascade cross_encoder=<preset>`."""
+    from omegaconf import OmegaConf
+
+    from memrepro.tables.convmemory import _model_key, cross_encoder_presets
+
+    presets = cross_encoder_presets()
+    names = sorted(p.stem for p in (CONF / "cross_encoder").glob("*.yaml"))
+    assert {"trained", "trained_head_lr"} <= set(presets.values()) and "published" not in presets.values()
+    for name in names:
+        node = OmegaConf.to_container(composed("retriever=cascade", f"cross_encoder={name}").retriever.cross_encoder,
+                                      resolve=True)
+        key = _model_key(node)
+        assert presets.get(key) == (None if node.get("published") else name), name

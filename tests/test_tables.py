@@ -372,9 +372,10 @@ def test_convmemory_tables_mark_significant_deltas_and_give_cells(tmp_path: Path
     main = main_table(selected, resamples=500).set_index("method")
     v1_row = main.loc["ConvMemory v1, per-seed retrained, dense-cosine teacher"]
     assert v1_row["FULL MRR"].endswith(" *") and v1_row["model"] == "v1: per-seed retrained, dense-cosine teacher [abc]"
-    cascade_row = main.loc["v1 + v2 cascade (v1: per-seed retrained, dense-cosine teacher; our CE, v2 recipe)"]
+    cascade_row = main.loc["v1 + v2 cascade (v1: per-seed retrained, dense-cosine teacher; our CE, v2 recipe "
+                           "(cross_encoder=trained))"]
     assert cascade_row["ΔMRR vs v1 [95% CI], p"].startswith("-0.0833")  # against its own first stage, paired
-    assert main.loc["v2 cascade over raw dense (our CE, v2 recipe)", "FULL MRR"].endswith(" *")
+    assert main.loc["v2 cascade over raw dense (our CE, v2 recipe (cross_encoder=trained))", "FULL MRR"].endswith(" *")
     assert not main.loc["raw dense (MPNet)", "FULL MRR"].endswith("*")
     trained = main.loc["full-pool cross-encoder (top-500), our per-seed checkpoints"]
     assert trained["model"] == "CE: seed{…} (fine-tuned by memrepro from MiniLM)"  # one per seed

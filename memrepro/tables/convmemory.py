@@ -9,6 +9,7 @@ both runs share.
 
 from __future__ import annotations
 
+import functools
 import re
 from typing import Any
 
@@ -211,7 +212,41 @@ def _ce_text(config: dict[str, Any] | None) -> str:
         return f"CE: {value}"
     default = asdict(CrossEncoderRecipe())
     changed = {k: v for k, v in value.items() if default.get(k) != v}
-    return "our CE, v2 recipe" + "".join(f", {k}={v}" for k, v in sorted(changed.items())) + _records_from(config)
+    preset = cross_encoder_presets().get(_model_key({"recipe": value}))
+    return ("our CE, v2 recipe" + "".join(f", {k}={v}" for k, v in sorted(changed.items()))
+            + (f" (cross_encoder={preset})" if preset else "") + _records_from(config))
+
+
+@functools.cache
+def cross_encoder_presets() -> dict[str, str]:
+    """``{recipe key: preset name}`` for the trained presets of ``conf/cross_encoder/`` (a table names the preset a
+    user types, beside the knobs). A preset is the schema's recipe updated along its ``defaults`` chain within the
+    group, then by its own ``recipe:``; tested equal to Hydra's composition of every preset."""
+    from dataclasses import asdict
+
+    from omegaconf import OmegaConf
+
+    from memrepro.paths import CONFIG_DIR
+    from memrepro.training.recipes import CrossEncoderRecipe
+
+    folder = CONFIG_DIR / "cross_encoder"
+    nodes = {path.stem: OmegaConf.to_container(OmegaConf.load(path)) for path in sorted(folder.glob("*.yaml"))}
+
+    def recipe(name: str) -> dict[str, Any] | None:
+        node = nodes[name]
+        if node.get("published") or node.get("path") or node.get("template"):
+            return None
+        merged = asdict(CrossEncoderRecipe())
+        for parent in (d for d in node.get("defaults", []) if isinstance(d, str) and d in nodes):
+            base = recipe(parent)
+            if base is None:
+                return None
+            merged.update(base)
+        merged.update(node.get("recipe") or {})
+        return merged
+
+    found = {name: recipe(name) for name in nodes}
+    return {_model_key({"recipe": r}): name for name, r in found.items() if r is not None}
 
 
 def _v1_text(config: dict[str, Any], described: dict[str, Any]) -> str:
