@@ -158,7 +158,7 @@ class CascadeRetrieverConfig:
     first_stage: Any = MISSING  # any retriever config (v1 by default; dense; rfmem)
     cross_encoder: Any = MISSING  # TrainedCrossEncoders (per split seed) or one CrossEncoderScorer
     protected: int = 10
-    arm: str = "full_text"  # full_text | no_memory_text | random_other_query_text | shuffled_memory_text | scalar_only
+    arm: str = "full_text"  # one of memrepro.retrievers.arms.ARMS
     arm_seed: int = 0
 
 

@@ -122,8 +122,8 @@ def run(cfg: DictConfig, retriever: Retriever | None = None) -> RunOutcome:
                 checkpoint.discard()
             # another process may have completed it meanwhile
             if cfg.overwrite or not is_complete(folder) or run_problem(folder):
-                return _compute(cfg, benchmark, encoder, retriever, folder, run_id, checkpoint, device, timings,
-                                verification, identity["algorithm"], resolved)
+                return _compute(cfg, resolved, benchmark, encoder, retriever, folder, run_id, checkpoint, device,
+                                timings, verification, identity["algorithm"])
             checkpoint.discard()  # complete (a commit finished by recover): its checkpoint is spent
     log.info("run %s is complete: skipped (set overwrite=true to redo it)", folder)
     return RunOutcome(folder, True, read_record(folder), {"query": 0, "document": 0})
@@ -154,12 +154,12 @@ def load_benchmark(node: DictConfig) -> tuple[Benchmark, dict[str, Any]]:
     return benchmark, verification
 
 
-def _compute(cfg: DictConfig, benchmark: Benchmark, encoder: Any, retriever: Retriever, folder: Path, run_id: str,
-             checkpoint: RetrievalCheckpoint, device: str, timings: dict[str, float],
+def _compute(cfg: DictConfig, resolved: Mapping[str, Any], benchmark: Benchmark, encoder: Any, retriever: Retriever,
+             folder: Path, run_id: str, checkpoint: RetrievalCheckpoint, device: str, timings: dict[str, float],
              verification: Mapping[str, Any] | None = None,
-             algorithm_versions: Mapping[str, int] | None = None,
-             resolved: Mapping[str, Any] | None = None) -> RunOutcome:
-    """Encode, retrieve (resuming from ``checkpoint``), score and write one run that is not complete yet."""
+             algorithm_versions: Mapping[str, int] | None = None) -> RunOutcome:
+    """Encode, retrieve (resuming from ``checkpoint``), score and write one run that is not complete yet.
+    ``resolved`` is ``cfg`` resolved to plain containers (what ``config.yaml`` holds)."""
     if getattr(retriever, "uses_vectors", True):
         index, query_vectors, cached = _indexed(benchmark, encoder, Path(cfg.paths.cache_dir), device,
                                                 bool(cfg.runtime.progress), timings, search_options(cfg))
@@ -244,7 +244,7 @@ def _compute(cfg: DictConfig, benchmark: Benchmark, encoder: Any, retriever: Ret
             "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         },
     }, str(folder / "metrics.json"))
-    folder = write_run(folder, cfg if resolved is None else resolved, rows, record, run_id)
+    folder = write_run(folder, resolved, rows, record, run_id)
     checkpoint.discard()
     log.info("wrote %s", folder)
     return RunOutcome(folder, False, record, dict(cached.encoded))
