@@ -60,3 +60,23 @@ def test_a_bad_override_fails_as_hydra_fails(loader) -> None:
     with pytest.raises(ConfigCompositionException) as ours:
         fast.load_sweep_config(master, job)
     assert str(ours.value) == str(hydra.value)
+
+
+def test_a_launch_takes_the_config_its_batch_validation_built(loader) -> None:
+    master, fast = _master(loader), ComposeOnceLoader(loader)
+    jobs = JOBS["group choices and values mixed"]
+    fast.validating = True
+    validated = [fast.load_sweep_config(master, job) for job in jobs]
+    fast.validating = False
+    for job, built in zip(jobs, validated):
+        launched = fast.load_sweep_config(master, job)
+        assert launched is built  # not composed again
+        ours = OmegaConf.to_container(launched, resolve=False)
+        hydra = OmegaConf.to_container(loader.load_sweep_config(master, job), resolve=False)
+        ours["hydra"]["runtime"].pop("cwd"), hydra["hydra"]["runtime"].pop("cwd")
+        assert ours == hydra, job
+    assert not fast._validated  # each handed over once
+    again = fast.load_sweep_config(master, jobs[0])
+    assert again is not validated[0]  # a second launch of the same job composes a fresh config
+    assert OmegaConf.to_container(again, resolve=False)["retriever"] == \
+        OmegaConf.to_container(validated[0], resolve=False)["retriever"]

@@ -1,5 +1,6 @@
 """``hydra/sweeper=memrepro`` (the default of ``python -m memrepro run -m``): Hydra's basic sweeper, with each
-job's config composed once per set of config-group choices instead of twice per job.
+job's config composed once per set of config-group choices instead of twice per job, and the config a batch's
+validation built handed to its launch instead of being built again.
 
 Why: Hydra composes every job's config from the YAML files, once to validate the batch and once to launch it
 (about 0.3 s each here), while a point of an RF-Mem α × τ sweep retrieves in about 0.07 s; composition was most
@@ -16,7 +17,7 @@ Lives in ``hydra_plugins`` because Hydra only instantiates sweepers from that pa
 
 import copy
 from dataclasses import dataclass
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from hydra._internal.config_loader_impl import ConfigLoaderImpl, get_overrides_dirname
 from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
@@ -34,6 +35,8 @@ class ComposeOnceLoader:
         self._parser = OverridesParser.create()
         self._composed: Dict[tuple, Tuple[DictConfig, DictConfig]] = {}  # -> (master, composed); the master is
         #                                                                    kept so its id is never reused
+        self._validated: Dict[tuple, Tuple[DictConfig, DictConfig]] = {}  # the same, for a batch's job configs
+        self.validating = False  # set by the sweeper around a batch's validation
 
     def __getattr__(self, name: str) -> Any:
         loader = self.__dict__.get("_loader")  # absent while unpickling (a launcher that pickles its context)
@@ -53,6 +56,15 @@ class ComposeOnceLoader:
         return isinstance(override.value(), dict) or not self._loader.repository.group_exists(override.key_or_group)
 
     def load_sweep_config(self, master_config: DictConfig, sweep_overrides: List[str]) -> DictConfig:
+        key = (id(master_config), tuple(sweep_overrides))
+        if not self.validating and key in self._validated:
+            return self._validated.pop(key)[1]
+        cfg = self._load(master_config, sweep_overrides)
+        if self.validating:
+            self._validated[key] = (master_config, cfg)
+        return cfg
+
+    def _load(self, master_config: DictConfig, sweep_overrides: List[str]) -> DictConfig:
         parsed = self._parser.parse_overrides(list(sweep_overrides))
         values = [o for o in parsed if not o.is_hydra_override() and self._sets_a_value(o)]
         if not values or any(o.package is not None or o.is_sweep_override() for o in values):
@@ -79,6 +91,15 @@ class ComposeOnceSweeper(BasicSweeper):
         context = HydraContext(config_loader=ComposeOnceLoader(hydra_context.config_loader),
                                callbacks=hydra_context.callbacks)
         super().setup(hydra_context=context, task_function=task_function, config=config)
+
+    def validate_batch_is_legal(self, batch: Sequence[Sequence[str]]) -> None:
+        loader = self.hydra_context.config_loader
+        loader._validated.clear()  # the previous batch's, left by a launcher that ran its jobs elsewhere
+        loader.validating = True
+        try:
+            super().validate_batch_is_legal(batch)
+        finally:
+            loader.validating = False
 
 
 @dataclass

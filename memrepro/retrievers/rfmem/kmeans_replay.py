@@ -7,8 +7,10 @@ the installed release, computed on the host once and handed to the kernels.
 
 from __future__ import annotations
 
+import ast
 import functools
-import inspect
+import importlib.util
+from pathlib import Path
 
 import numpy as np
 
@@ -55,10 +57,18 @@ def sklearn_cumsum_is_float32() -> bool:
     Releases up to 1.6 (RF-Mem pins 1.6.1) used ``stable_cumsum`` (float64); later ones call ``np.cumsum`` on
     the float32 distances. The replay follows the installed library so that it agrees with the faithful engine
     run in the same environment; without scikit-learn it follows the pinned 1.6.1.
+
+    Read from ``sklearn/cluster/_kmeans.py``'s source text, located without importing scikit-learn: importing it
+    (with scipy.stats) costs more than a whole point of a sweep on the compiled engine (issue 15 §4).
     """
-    try:
-        from sklearn.cluster import _kmeans
-        source = inspect.getsource(_kmeans._kmeans_plusplus)
-    except Exception:  # pragma: no cover - no scikit-learn, or no source
+    spec = importlib.util.find_spec("sklearn")  # a top-level spec: finds the package without executing it
+    if spec is None or not spec.submodule_search_locations:
         return False
-    return "stable_cumsum" not in source
+    path = Path(next(iter(spec.submodule_search_locations))) / "cluster" / "_kmeans.py"
+    try:
+        source = path.read_text(encoding="utf-8")
+    except OSError:  # pragma: no cover - a scikit-learn without sources
+        return False
+    body = next((ast.get_source_segment(source, node) for node in ast.walk(ast.parse(source))
+                 if isinstance(node, ast.FunctionDef) and node.name == "_kmeans_plusplus"), None)
+    return body is not None and "stable_cumsum" not in body

@@ -69,8 +69,6 @@ import warnings
 from dataclasses import dataclass
 
 import numpy as np
-from sklearn.cluster import DBSCAN, KMeans, SpectralClustering
-from sklearn.exceptions import ConvergenceWarning
 
 from memrepro.retrievers.rfmem.params import RecollectionParams, validate_recollection
 from memrepro.retrievers.rfmem.result import (EMPTY_ROUND, K_REACHED, NORM_EPS, ROUNDS_EXHAUSTED,
@@ -122,6 +120,10 @@ def _cluster_labels(vectors: np.ndarray, n_clusters: int, seed: int) -> np.ndarr
     """
     if n_clusters == 1:
         return np.zeros(len(vectors), dtype=np.int64)  # one cluster: every label is 0 whatever KMeans does
+    # imported here, not at the top: scikit-learn (with scipy.stats) is about a third of a sweep process's
+    # import time, and only this engine's clustering needs it (the compiled engine has its own KMeans)
+    from sklearn.cluster import KMeans
+    from sklearn.exceptions import ConvergenceWarning
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
         return KMeans(n_clusters=n_clusters, random_state=seed, n_init="auto").fit_predict(vectors)
@@ -138,6 +140,7 @@ def _spectral_labels(vectors: np.ndarray, n_clusters: int, seed: int, gamma: flo
         return np.zeros(len(vectors), dtype=np.int64)
     if len(vectors) <= n_clusters:
         return np.arange(len(vectors), dtype=np.int64)
+    from sklearn.cluster import SpectralClustering  # lazily, as in _cluster_labels
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)  # ConvergenceWarning is a UserWarning
         return SpectralClustering(n_clusters=n_clusters, gamma=gamma, random_state=seed).fit_predict(vectors)
@@ -149,6 +152,7 @@ def _dbscan_groups(vectors: np.ndarray, params: RecollectionParams) -> tuple[lis
     Returns the groups (clusters in label order, members in candidate order; noise singletons after them under
     "singleton") and the number of noise points.
     """
+    from sklearn.cluster import DBSCAN  # lazily, as in _cluster_labels
     labels = DBSCAN(eps=params.dbscan_eps, min_samples=params.dbscan_min_samples).fit_predict(vectors)
     groups = [[i for i, lab in enumerate(labels) if lab == label] for label in range(int(labels.max()) + 1)]
     noise = [i for i, lab in enumerate(labels) if lab < 0]
