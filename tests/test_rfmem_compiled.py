@@ -230,3 +230,35 @@ def test_top_k_is_the_dense_ranking_with_the_tie_rule() -> None:
         assert np.allclose(scores[i, :counts[i]], exact[got], atol=1e-6)
     with pytest.raises(ValueError, match="k must be"):
         compiled.top_k_compiled(q0s, padded, np.array([len(p) for p in pools]), of_query, 0)
+
+
+def _fake_sklearn(tmp_path, body: str):
+    package = tmp_path / "sklearn"
+    (package / "cluster").mkdir(parents=True)
+    (package / "__init__.py").write_text("raise ImportError('never imported')\n")
+    (package / "cluster" / "_kmeans.py").write_text(
+        "def stable_cumsum(x):\n    return x\n\n\ndef _kmeans_plusplus(X):\n" + body + "\n")
+    return tmp_path
+
+
+@pytest.mark.parametrize("body, expected", [("    return stable_cumsum(X)", False),  # releases up to 1.6
+                                            ("    return np.cumsum(X)", True)])  # later ones
+def test_the_cumsum_rule_is_read_from_the_source_without_importing_sklearn(tmp_path, monkeypatch, body,
+                                                                          expected) -> None:
+    import sys
+
+    from memrepro.retrievers.rfmem import kmeans_replay
+    monkeypatch.syspath_prepend(str(_fake_sklearn(tmp_path, body)))
+    monkeypatch.delitem(sys.modules, "sklearn", raising=False)
+    assert kmeans_replay.sklearn_cumsum_is_float32.__wrapped__() is expected
+    assert "sklearn" not in sys.modules  # located, never executed (its __init__ raises)
+
+
+def test_the_cumsum_rule_agrees_with_the_installed_sklearn() -> None:
+    import inspect
+
+    from sklearn.cluster import _kmeans
+
+    from memrepro.retrievers.rfmem import kmeans_replay
+    expected = "stable_cumsum" not in inspect.getsource(_kmeans._kmeans_plusplus)
+    assert kmeans_replay.sklearn_cumsum_is_float32.__wrapped__() is expected
