@@ -40,14 +40,19 @@ def _master(loader):
                                      run_mode=RunMode.MULTIRUN)
 
 
+def _assert_hydra_composes(loader, master, job, ours) -> None:
+    """``ours`` equals Hydra's own full composition of ``job``, key by key (hydra section included, but the cwd)."""
+    ours = OmegaConf.to_container(ours, resolve=False)
+    hydra = OmegaConf.to_container(loader.load_sweep_config(master, job), resolve=False)
+    ours["hydra"]["runtime"].pop("cwd"), hydra["hydra"]["runtime"].pop("cwd")
+    assert ours == hydra, job
+
+
 @pytest.mark.parametrize("kind", list(JOBS))
 def test_each_job_equals_a_full_composition(loader, kind: str) -> None:
     master, fast = _master(loader), ComposeOnceLoader(loader)
     for job in JOBS[kind]:
-        ours = OmegaConf.to_container(fast.load_sweep_config(master, job), resolve=False)
-        hydra = OmegaConf.to_container(loader.load_sweep_config(master, job), resolve=False)
-        ours["hydra"]["runtime"].pop("cwd"), hydra["hydra"]["runtime"].pop("cwd")
-        assert ours == hydra, job
+        _assert_hydra_composes(loader, master, job, fast.load_sweep_config(master, job))
     if kind.startswith("values only"):
         assert len(fast._composed) == 1  # one composition for the whole grid
 
@@ -65,16 +70,12 @@ def test_a_bad_override_fails_as_hydra_fails(loader) -> None:
 def test_a_launch_takes_the_config_its_batch_validation_built(loader) -> None:
     master, fast = _master(loader), ComposeOnceLoader(loader)
     jobs = JOBS["group choices and values mixed"]
-    fast.validating = True
-    validated = [fast.load_sweep_config(master, job) for job in jobs]
-    fast.validating = False
+    with fast.validation():
+        validated = [fast.load_sweep_config(master, job) for job in jobs]
     for job, built in zip(jobs, validated):
         launched = fast.load_sweep_config(master, job)
         assert launched is built  # not composed again
-        ours = OmegaConf.to_container(launched, resolve=False)
-        hydra = OmegaConf.to_container(loader.load_sweep_config(master, job), resolve=False)
-        ours["hydra"]["runtime"].pop("cwd"), hydra["hydra"]["runtime"].pop("cwd")
-        assert ours == hydra, job
+        _assert_hydra_composes(loader, master, job, launched)
     assert not fast._validated  # each handed over once
     again = fast.load_sweep_config(master, jobs[0])
     assert again is not validated[0]  # a second launch of the same job composes a fresh config

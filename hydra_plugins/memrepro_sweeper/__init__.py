@@ -16,8 +16,9 @@ Lives in ``hydra_plugins`` because Hydra only instantiates sweepers from that pa
 
 
 import copy
+from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
 
 from hydra._internal.config_loader_impl import ConfigLoaderImpl, get_overrides_dirname
 from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
@@ -36,7 +37,7 @@ class ComposeOnceLoader:
         self._composed: Dict[tuple, Tuple[DictConfig, DictConfig]] = {}  # -> (master, composed); the master is
         #                                                                    kept so its id is never reused
         self._validated: Dict[tuple, Tuple[DictConfig, DictConfig]] = {}  # the same, for a batch's job configs
-        self.validating = False  # set by the sweeper around a batch's validation
+        self._validating = False  # inside ``validation()``
 
     def __getattr__(self, name: str) -> Any:
         loader = self.__dict__.get("_loader")  # absent while unpickling (a launcher that pickles its context)
@@ -55,12 +56,23 @@ class ComposeOnceLoader:
         is applied to the composed config; any other picks a config (composed as Hydra does)."""
         return isinstance(override.value(), dict) or not self._loader.repository.group_exists(override.key_or_group)
 
+    @contextmanager
+    def validation(self) -> Iterator[None]:
+        """Around a batch's validation: the configs built inside are kept for the batch's launch. The previous
+        batch's are dropped first (left by a launcher that ran its jobs in other processes)."""
+        self._validated.clear()
+        self._validating = True
+        try:
+            yield
+        finally:
+            self._validating = False
+
     def load_sweep_config(self, master_config: DictConfig, sweep_overrides: List[str]) -> DictConfig:
         key = (id(master_config), tuple(sweep_overrides))
-        if not self.validating and key in self._validated:
+        if not self._validating and key in self._validated:
             return self._validated.pop(key)[1]
         cfg = self._load(master_config, sweep_overrides)
-        if self.validating:
+        if self._validating:
             self._validated[key] = (master_config, cfg)
         return cfg
 
@@ -93,13 +105,8 @@ class ComposeOnceSweeper(BasicSweeper):
         super().setup(hydra_context=context, task_function=task_function, config=config)
 
     def validate_batch_is_legal(self, batch: Sequence[Sequence[str]]) -> None:
-        loader = self.hydra_context.config_loader
-        loader._validated.clear()  # the previous batch's, left by a launcher that ran its jobs elsewhere
-        loader.validating = True
-        try:
+        with self.hydra_context.config_loader.validation():
             super().validate_batch_is_legal(batch)
-        finally:
-            loader.validating = False
 
 
 @dataclass
