@@ -16,7 +16,7 @@ import pandas as pd
 
 from memrepro.errors import MemreproError
 from memrepro.evaluation.significance import paired_bootstrap
-from memrepro.results import COMPLETE
+from memrepro.results import COMPLETE, run_problem
 from memrepro.tables.runs import Run
 
 
@@ -29,6 +29,9 @@ def load_run(path: str | Path) -> Run:
     if not (folder / COMPLETE).is_file():
         raise CompareError(f"{folder}: not a complete run folder (no {COMPLETE} marker); pass a folder under "
                            "results/runs/<dataset>/<retriever>/<encoder>/<run id>")
+    problem = run_problem(folder)  # as the tables read runs: a damaged file is refused, never compared
+    if problem:
+        raise CompareError(f"{problem}; rerun its command to recompute it")
     return Run(folder)
 
 

@@ -417,6 +417,29 @@ def test_compare_uses_the_tables_bootstrap_and_refuses_mismatches(two_runs, tmp_
         check_comparable(full, load_run(by_seeds[5]), ["mrr"], shared=True)
 
 
+@pytest.mark.integration
+def test_compare_refuses_a_damaged_run_instead_of_comparing_its_numbers(two_runs, tmp_path: Path,
+                                                                        fixtures_dir: Path) -> None:
+    import shutil
+
+    from memrepro.compare import CompareError, load_run
+
+    tmp, dense, bm25 = two_runs
+    edited = tmp_path / "runs" / bm25.name
+    shutil.copytree(bm25, edited)
+    lines = (edited / "queries.jsonl").read_text(encoding="utf-8").splitlines(keepends=True)
+    at = next(i for i, line in enumerate(lines) if json.loads(line).get("metrics"))  # a scored row
+    row = json.loads(lines[at])
+    row["metrics"]["mrr"] = 1.0 if row["metrics"]["mrr"] != 1.0 else 0.5  # would move the mean and the Δ
+    lines[at] = json.dumps(row) + "\n"
+    (edited / "queries.jsonl").write_text("".join(lines), encoding="utf-8")
+    with pytest.raises(CompareError, match="queries.jsonl.*differs from the run's manifest"):
+        load_run(edited)
+    refused = memrepro("compare", str(dense), str(edited), "--metric", "mrr", tmp=tmp, data_dir=fixtures_dir)
+    assert refused.returncode == 1 and refused.stderr.count("\n") == 1 and "Traceback" not in refused.stderr
+    assert str(edited / "queries.jsonl") in refused.stderr and not refused.stdout.strip()
+
+
 def test_leaderboard_cells_are_the_runs_numbers(two_runs) -> None:
     from memrepro.compare import load_run
     from memrepro.tables.leaderboard import Column, Setting, leaderboard
