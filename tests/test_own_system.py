@@ -127,6 +127,37 @@ def test_eval_of_runs_own_run_file_reproduces_its_metrics_exactly(two_runs, fixt
         assert metrics_of(again)["provenance"]["data_files"] == metrics_of(folder)["provenance"]["data_files"]
 
 
+def test_eval_rescores_a_damaged_complete_folder_instead_of_skipping_it(two_runs, tmp_path: Path,
+                                                                       fixtures_dir: Path) -> None:
+    """A second eval of the same run file skips a complete folder only when its files verify; an edited
+    queries.jsonl is named, rescored from the run file, and the folder ends as the first eval wrote it."""
+    from memrepro.results import run_problem
+
+    _, dense, _ = two_runs
+    args = ("eval", TWO, f"run_file={dense / 'run.trec'}", "name=dense-rescored")
+    first = memrepro(*args, tmp=tmp_path, data_dir=fixtures_dir)
+    assert first.returncode == 0, first.stderr[-2000:]
+    folder = runs_under(tmp_path, "locomo", "dense-rescored")[0]
+    original = (folder / "queries.jsonl").read_bytes()
+    again = memrepro(*args, tmp=tmp_path, data_dir=fixtures_dir)
+    assert again.returncode == 0 and "skipped (already complete)" in again.stdout
+
+    lines = original.decode().splitlines(keepends=True)
+    at = next(i for i, line in enumerate(lines) if json.loads(line).get("metrics"))
+    row = json.loads(lines[at])
+    row["metrics"]["mrr"] = 1.0 if row["metrics"]["mrr"] != 1.0 else 0.5
+    lines[at] = json.dumps(row) + "\n"
+    (folder / "queries.jsonl").write_text("".join(lines), encoding="utf-8")
+    assert run_problem(folder)  # the damage is visible to the check eval now runs
+
+    repaired = memrepro(*args, tmp=tmp_path, data_dir=fixtures_dir)
+    assert repaired.returncode == 0, repaired.stderr[-2000:]
+    assert "skipped" not in repaired.stdout and "done:" in repaired.stdout
+    assert str(folder / "queries.jsonl") in repaired.stderr and "rescored" in repaired.stderr
+    assert run_problem(folder) is None and (folder / "queries.jsonl").read_bytes() == original
+    assert runs_under(tmp_path, "locomo", "dense-rescored") == [folder]  # rescored in place, no second folder
+
+
 @pytest.mark.integration
 @pytest.mark.slow
 @pytest.mark.real_data

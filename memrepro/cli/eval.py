@@ -53,7 +53,7 @@ def evaluate_run_file(cfg: DictConfig) -> EvalOutcome:
     from memrepro.evaluation.freeze import TIE_RULE
     from memrepro.datasets.io import sha256_file
     from memrepro.provenance import config_hash, git_commit, package_versions
-    from memrepro.results import is_complete, read_record, run_dir
+    from memrepro.results import is_complete, read_record, run_dir, run_problem
     from memrepro.run_identity import semantic_config
     from memrepro.runfile import WARNING_FIXES, read_run_file, validate
     from memrepro.runner import (load_benchmark, metric_names_for, returned_stats, run_warnings, score_rankings,
@@ -76,7 +76,10 @@ def evaluate_run_file(cfg: DictConfig) -> EvalOutcome:
     folder = run_dir(cfg.paths.results_dir, benchmark.name, name, cfg.encoder_label, run_id)
     warnings = [f"{line}: {WARNING_FIXES[kind]}" for kind, line in zip(checked.warnings, checked.lines())]
     if is_complete(folder) and not cfg.overwrite:
-        return EvalOutcome(folder, True, read_record(folder), warnings)
+        problem = run_problem(folder)  # as `run` does: a damaged folder is rescored, never returned as done
+        if not problem:
+            return EvalOutcome(folder, True, read_record(folder), warnings)
+        warnings.append(f"{problem}; the run is rescored")
 
     start = time.perf_counter()
     metric_names = metric_names_for(cfg, benchmark)
