@@ -41,6 +41,16 @@ def per_query(folder: Path) -> dict[str, dict]:
     return {f"{r['split']}::{r['query_id']}": r["metrics"] for r in read_queries(folder)}
 
 
+def edit_one_mrr(queries: Path) -> None:
+    """Change one scored row's MRR in ``queries.jsonl``: the file still parses, but its numbers would move."""
+    lines = queries.read_text(encoding="utf-8").splitlines(keepends=True)
+    at = next(i for i, line in enumerate(lines) if json.loads(line).get("metrics"))  # a scored row
+    row = json.loads(lines[at])
+    row["metrics"]["mrr"] = 1.0 if row["metrics"]["mrr"] != 1.0 else 0.5  # would move the mean and the Δ
+    lines[at] = json.dumps(row) + "\n"
+    queries.write_text("".join(lines), encoding="utf-8")
+
+
 @pytest.fixture(scope="module")
 def two_runs(tmp_path_factory: pytest.TempPathFactory, fixtures_dir: Path) -> tuple[Path, Path, Path]:
     """dense and bm25 on the two-conversation LoCoMo fixture, full rankings kept in run.trec."""
@@ -142,12 +152,7 @@ def test_eval_rescores_a_damaged_complete_folder_instead_of_skipping_it(two_runs
     again = memrepro(*args, tmp=tmp_path, data_dir=fixtures_dir)
     assert again.returncode == 0 and "skipped (already complete)" in again.stdout
 
-    lines = original.decode().splitlines(keepends=True)
-    at = next(i for i, line in enumerate(lines) if json.loads(line).get("metrics"))
-    row = json.loads(lines[at])
-    row["metrics"]["mrr"] = 1.0 if row["metrics"]["mrr"] != 1.0 else 0.5
-    lines[at] = json.dumps(row) + "\n"
-    (folder / "queries.jsonl").write_text("".join(lines), encoding="utf-8")
+    edit_one_mrr(folder / "queries.jsonl")
     assert run_problem(folder)  # the damage is visible to the check eval now runs
 
     repaired = memrepro(*args, tmp=tmp_path, data_dir=fixtures_dir)
@@ -458,12 +463,7 @@ def test_compare_refuses_a_damaged_run_instead_of_comparing_its_numbers(two_runs
     tmp, dense, bm25 = two_runs
     edited = tmp_path / "runs" / bm25.name
     shutil.copytree(bm25, edited)
-    lines = (edited / "queries.jsonl").read_text(encoding="utf-8").splitlines(keepends=True)
-    at = next(i for i, line in enumerate(lines) if json.loads(line).get("metrics"))  # a scored row
-    row = json.loads(lines[at])
-    row["metrics"]["mrr"] = 1.0 if row["metrics"]["mrr"] != 1.0 else 0.5  # would move the mean and the Δ
-    lines[at] = json.dumps(row) + "\n"
-    (edited / "queries.jsonl").write_text("".join(lines), encoding="utf-8")
+    edit_one_mrr(edited / "queries.jsonl")
     with pytest.raises(CompareError, match="queries.jsonl.*differs from the run's manifest"):
         load_run(edited)
     refused = memrepro("compare", str(dense), str(edited), "--metric", "mrr", tmp=tmp, data_dir=fixtures_dir)
