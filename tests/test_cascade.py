@@ -6,6 +6,7 @@ from __future__ import annotations
 import importlib.metadata
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -138,6 +139,7 @@ def test_train_smoke_then_cascade_end_to_end(tmp_path: Path, fixtures_dir: Path)
     again = _cli("train", *common, "model=cascade", "first_stage=dense", "seeds=[7]",
                  "cross_encoder.recipe.limit_queries=4", tmp=tmp_path, data_dir=fixtures_dir)
     assert again.returncode == 0 and "training" not in again.stdout  # found by recipe hash, not retrained
+    assert re.search(rf"seed 7: ready in \d+ s \(cross_encoder: {re.escape(str(seed_dirs[0]))}\)", again.stdout)
 
     run = _cli("run", *common, "dataset.seeds=[7]", "retriever=cascade", "first_stage=dense",
                "cross_encoder.recipe.limit_queries=4", "latency.batch1_queries=1", "latency.warmup=0",
@@ -148,7 +150,7 @@ def test_train_smoke_then_cascade_end_to_end(tmp_path: Path, fixtures_dir: Path)
                  tmp=tmp_path, data_dir=fixtures_dir)
     assert dense.returncode == 0
     fullpool = _cli("run", *common, "dataset.seeds=[7]", "retriever=fullpool_trained",
-                    "retriever.cross_encoder.recipe.limit_queries=4", "retriever.pool=5",
+                    "cross_encoder.recipe.limit_queries=4", "retriever.pool=5",
                     "latency.batch1_queries=1", "latency.warmup=0", tmp=tmp_path, data_dir=fixtures_dir)
     assert fullpool.returncode == 0, fullpool.stderr[-2000:]
     assert "training" not in fullpool.stdout  # the full pool uses the cascade-over-dense models (same recipe)
@@ -171,7 +173,8 @@ def test_train_smoke_then_cascade_end_to_end(tmp_path: Path, fixtures_dir: Path)
     assert "raw dense" in table
     assert ("v2 cascade over raw dense (our CE, v2 recipe, head_lr=0.001, lr=0.0001 (cross_encoder=trained_head_lr)) "
             "(seeds 7 only)") in table
-    assert "full-pool cross-encoder (top-500), our per-seed checkpoints (seeds 7 only)" in table
+    assert ("full-pool cross-encoder (top-500) (our CE, v2 recipe, head_lr=0.001, lr=0.0001 "
+            "(cross_encoder=trained_head_lr), trained on dense's top lists) (seeds 7 only)") in table
     assert "not comparable: file locomo/locomo10_two_conversations.json, encoder fake-bow-64d" in table
     assert "0.3254" in table  # the paper's raw dense MRR beside ours
     ablation = (tmp_path / "results" / "tables" / "convmemory_ablation.csv").read_text()

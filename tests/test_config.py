@@ -100,6 +100,21 @@ def test_cascade_as_typed_is_v1_plus_per_seed_cross_encoders() -> None:
     assert fullpool._scorer_for.record_stage.name == "dense"  # the cascade-over-dense models
 
 
+@pytest.mark.parametrize("overrides", [(), ("cross_encoder=trained",), ("cross_encoder=published",),
+                                       ("cross_encoder.recipe.lr=3e-4", "cross_encoder.batch_size=4")])
+def test_fullpool_trained_reads_the_cascades_cross_encoder_node(overrides: tuple[str, ...]) -> None:
+    """`cross_encoder=…` and `cross_encoder.*=…` pick the full pool's models as they pick the cascade's (never
+    silently ignored); only the training lists (dense's) and the max length (the library's) are the pool's own."""
+    cascade = OmegaConf.to_container(composed("retriever=cascade", "first_stage=dense", *overrides).retriever
+                                     .cross_encoder, resolve=True)
+    pool = OmegaConf.to_container(composed("retriever=fullpool_trained", *overrides).retriever.cross_encoder,
+                                  resolve=True)
+    assert pool["record_stage"] == {"_target_": "memrepro.retrievers.dense.DenseRetriever", "mode": "full"}
+    assert pool["max_length"] is None and cascade["max_length"] == 256
+    assert {k: v for k, v in pool.items() if k not in ("record_stage", "max_length")} == \
+        {k: v for k, v in cascade.items() if k not in ("record_stage", "max_length")}
+
+
 @pytest.mark.parametrize("name", options("encoder"))
 def test_encoder_configs_compose_and_instantiate(name: str) -> None:
     cfg = composed(f"encoder={name}", "runtime.device=cpu")

@@ -364,11 +364,16 @@ def test_convmemory_tables_mark_significant_deltas_and_give_cells(tmp_path: Path
     head_lr_ce = {**ours_ce, "recipe": {**ours_ce["recipe"], "head_lr": 1e-3}}
     locomo_run("cascade", {**cascade, "cross_encoder": head_lr_ce, "first_stage": v1, "arm": "no_memory_text"},
                [v - 0.25 for v in v1_mrr], described={**ce_label, "first_stage": {"name": "convmemory_v1", **v1_label}})
-    fullpool = {"_target_": "memrepro.retrievers.fullpool.FullPoolRetriever", "first_stage": dense,
-                "cross_encoder": ours_ce, "pool": 500}
-    locomo_run("fullpool", fullpool, base, batch1_ms=2000.0, described=ce_label)
+    locomo_run("cascade", {**cascade, "cross_encoder": head_lr_ce, "first_stage": dense, "arm": "full_text"},
+               base, batch1_ms=100.0, described=ce_label)
+    # one full pool per recipe of our per-seed models (the config names dense as their training stage), each
+    # timed against the cascade over dense with the same models, not against another recipe's
+    fullpool = {"_target_": "memrepro.retrievers.fullpool.FullPoolRetriever", "first_stage": dense, "pool": 500}
+    for ce, batch1_ms in ((ours_ce, 2000.0), (head_lr_ce, 4000.0)):
+        locomo_run("fullpool", {**fullpool, "cross_encoder": {**ce, "record_stage": dense}}, base, batch1_ms=batch1_ms,
+                   described=ce_label)
     selected = select(complete_runs(tmp_path))
-    assert selected["fullpool"] is None and selected["fullpool_trained"] is not None
+    assert selected["fullpool"] is None and len(selected["fullpool_trained"]) == 2
     main = main_table(selected, resamples=500).set_index("method")
     v1_row = main.loc["ConvMemory v1, per-seed retrained, dense-cosine teacher"]
     assert v1_row["FULL MRR"].endswith(" *") and v1_row["model"] == "v1: per-seed retrained, dense-cosine teacher [abc]"
@@ -377,12 +382,19 @@ def test_convmemory_tables_mark_significant_deltas_and_give_cells(tmp_path: Path
     assert cascade_row["ΔMRR vs v1 [95% CI], p"].startswith("-0.0833")  # against its own first stage, paired
     assert main.loc["v2 cascade over raw dense (our CE, v2 recipe (cross_encoder=trained))", "FULL MRR"].endswith(" *")
     assert not main.loc["raw dense (MPNet)", "FULL MRR"].endswith("*")
-    trained = main.loc["full-pool cross-encoder (top-500), our per-seed checkpoints"]
-    assert trained["model"] == "CE: seed{…} (fine-tuned by memrepro from MiniLM)"  # one per seed
+    pool_rows = [m for m in main.index if m.startswith("full-pool cross-encoder (top-500) (our CE")]
+    assert sorted(pool_rows) == ["full-pool cross-encoder (top-500) (our CE, v2 recipe (cross_encoder=trained), "
+                                 "trained on dense's top lists)",
+                                 "full-pool cross-encoder (top-500) (our CE, v2 recipe, head_lr=0.001, trained on "
+                                 "dense's top lists)"]
+    assert main.loc[pool_rows[0], "model"] == "CE: seed{…} (fine-tuned by memrepro from MiniLM)"  # one per seed
     assert main.loc["full-pool cross-encoder (top-500), published model", "FULL MRR"].startswith("not run: mixedbread")
     assert main.loc["ConvMemory v1, published checkpoint (leaks on 4 of 5 seeds)", "FULL MRR"].startswith("not run")
     notes = " ".join(cost_notes(selected))
-    assert "v1 + v2 / v1: batch-1 1.70×" in notes and "full pool / cascade over dense" in notes and "25.00×" in notes
+    assert "v1 + v2 / v1: batch-1 1.70×" in notes
+    assert "cross-encoders: our CE, v2 recipe (cross_encoder=trained), trained on dense's top lists): batch-1 25.00×" \
+        in notes  # 2000 / 80 ms
+    assert "head_lr=0.001, trained on dense's top lists): batch-1 40.00×" in notes  # 4000 / 100
     ablation = ablation_table(selected, resamples=500)
     # two families ran a corrupted arm: (dense, v2 recipe) and (v1, head_lr); the v1 family ranks first
     assert len(ablation) == 10 and list(ablation["arm"][:5]) == list(ARMS)
@@ -400,7 +412,7 @@ def test_convmemory_tables_mark_significant_deltas_and_give_cells(tmp_path: Path
     assert cells[("convmemory_locomo", "raw dense (MPNet)", "Hit@10")].verdict == "FAIL"  # 0.6 vs 0.5894
     published = cells[("convmemory_locomo", "full-pool cross-encoder (top-500), published model", "R@10")]
     assert published.verdict.startswith("missing: mixedbread-ai")
-    ours = cells[("convmemory_locomo", "full-pool cross-encoder (top-500), our per-seed checkpoints", "R@10")]
+    ours = cells[("convmemory_locomo", sorted(pool_rows)[1], "R@10")]
     assert ours.ours == 0.5 and ours.verdict.startswith("not comparable: our cross-encoders")
     v1_cell = cells[("convmemory_locomo", "ConvMemory v1, per-seed retrained, dense-cosine teacher", "FULL MRR")]
     assert v1_cell.verdict.startswith("not comparable: per-seed retrained")

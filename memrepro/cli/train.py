@@ -42,9 +42,30 @@ def train_all(cfg: DictConfig) -> list[str]:
             continue
         start = time.perf_counter()
         retriever.for_split(split)
-        lines.append(f"seed {split.seed}: ready in {time.perf_counter() - start:.0f} s")
+        found = "; ".join(f"{a.kind}: {_where(a, split)}" for a in _artifacts(retriever))
+        lines.append(f"seed {split.seed}: ready in {time.perf_counter() - start:.0f} s ({found})")
         print(lines[-1], flush=True)
     return lines
+
+
+def _artifacts(retriever: object) -> list:
+    """The per-seed models a retriever resolves: its own, then its first stage's (each once)."""
+    from memrepro.training.artifacts import PerSeedArtifact
+
+    found, parts = [], [retriever]
+    while parts:
+        for value in vars(parts.pop(0)).values():
+            if isinstance(value, PerSeedArtifact) and all(value is not f for f in found):
+                found.append(value)
+            elif hasattr(value, "retrieve") and hasattr(value, "describe"):  # a nested retriever (first stage)
+                parts.append(value)
+    return found
+
+
+def _where(artifact, split) -> str:
+    """Where this split's model came from: the checkpoint folder for our recipes, else the path or published name."""
+    how = artifact.resolved.get(split.name, "")
+    return str(artifact.folder(split)) if how.startswith("recipe ") else how
 
 
 @hydra.main(version_base="1.3", config_path=str(CONFIG_DIR), config_name="train")
