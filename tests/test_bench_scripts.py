@@ -71,3 +71,37 @@ def test_bench_sweep_on_the_fixture(sweeper: str, tmp_path: Path, fixtures_dir: 
                 tmp_path, fixtures_dir)
     assert out.stdout.startswith(f"2 points, wall") and f"sweeper {sweeper}" in out.stdout, out.stdout
     assert "| retrieval (batched) |" in out.stdout
+
+
+@pytest.mark.real_model
+@pytest.mark.slow
+def test_probe_v1_teacher_golden_and_on_the_fixture(tmp_path: Path, fixtures_dir: Path) -> None:
+    sys.path.insert(0, str(REPO / "scripts"))
+    from probe_v1_teacher import teacher_stats
+
+    import numpy as np
+
+    gold = np.zeros(100, dtype=bool)
+    gold[[3, 90]] = True
+    scores = -np.arange(100, dtype=float)  # the pool's own order
+    assert teacher_stats(scores, gold) == (0.25, 1.0, 1.0)  # first gold 4th; one in the top 16, one in the bottom 64
+    scores[3] = -1000.0  # the teacher ranks gold 3 last: the first gold is now 90 (89 others above it)
+    assert teacher_stats(scores, gold) == (1 / 90, 0.0, 1.0)
+    assert teacher_stats(-np.arange(50, dtype=float), gold[:50])[2] == 0.0  # 50 candidates: no separate bottom 64
+
+    from sentence_transformers import CrossEncoder
+
+    from memrepro.models.resolve import resolve_model
+
+    teacher = tmp_path / "ce" / "seed7"
+    CrossEncoder(resolve_model("all-MiniLM-L6-v2").path, num_labels=1).save(str(teacher))
+    out_file = tmp_path / "probe.jsonl"
+    out = bench(["scripts/probe_v1_teacher.py", "--seed", "7", "--questions", "4", "--teacher-model",
+                 str(tmp_path / "ce" / "seed{seed}"), "--out", str(out_file),
+                 "dataset.file=locomo/locomo10_two_conversations.json", "encoder=fake", "runtime.device=cpu"],
+                tmp_path, fixtures_dir)
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    assert json.loads(out_file.read_text()) == result
+    assert 1 <= result["questions"] <= 4 and result["seed"] == 7
+    for teacher_name in ("dense", "cross_encoder"):
+        assert 0 < result[f"{teacher_name}_mrr_pool"] <= 1 and 0 <= result[f"{teacher_name}_gold_in_top16"] <= 1
