@@ -23,11 +23,14 @@ from hydra import compose, initialize_config_dir
 CONF = str(Path(__file__).resolve().parents[1] / "conf")
 
 
-def teacher_stats(scores: np.ndarray, gold: np.ndarray) -> tuple[float, float, float]:
-    """(reciprocal rank of the first gold, gold in the top 16, gold in the bottom 64) under the teacher's order."""
+def teacher_stats(scores: np.ndarray, gold: np.ndarray, top_k: int = 16, bottom_k: int = 64
+                  ) -> tuple[float, float, float]:
+    """(reciprocal rank of the first gold, gold in the teacher's top ``top_k``, gold in its bottom ``bottom_k``):
+    the two sets v1's pairwise term takes (``pairwise_top_k`` / ``pairwise_bottom_k``; they overlap in a small pool,
+    as in the loss)."""
     ordered = gold[np.argsort(-np.asarray(scores), kind="stable")]
     first = int(np.flatnonzero(ordered)[0]) + 1
-    return 1.0 / first, float(ordered[:16].any()), float(ordered[-64:].any()) if len(ordered) > 80 else 0.0
+    return 1.0 / first, float(ordered[:top_k].any()), float(ordered[-bottom_k:].any())
 
 
 def main() -> None:
@@ -62,15 +65,16 @@ def main() -> None:
     split = next(s for s in benchmark.splits if s.seed == args.seed)
     items = models.items(split)  # v1's training items: dev questions, dense top-500
     sample = [items[i] for i in np.linspace(0, len(items) - 1, min(args.questions, len(items))).astype(int)]
-    cross_encoder = models.teacher_for(split)
+    cross_encoder, recipe = models.teacher_for(split), models.recipe
     rows: dict[str, list[tuple[float, float, float]]] = {"dense": [], "cross_encoder": []}
     start = time.perf_counter()
     for item in sample:
         gold = np.isin([item.memory_ids[int(p)] for p in item.inputs.candidates], list(item.gold))
         if not gold.any():
             continue  # no gold in the pool: neither teacher can be judged on it
-        rows["dense"].append(teacher_stats(item.inputs.raw_scores[item.inputs.candidates], gold))
-        rows["cross_encoder"].append(teacher_stats(cross_encoder(item), gold))
+        for teacher, scores in (("dense", item.inputs.raw_scores[item.inputs.candidates]),
+                                ("cross_encoder", cross_encoder(item))):
+            rows[teacher].append(teacher_stats(scores, gold, recipe.pairwise_top_k, recipe.pairwise_bottom_k))
     result = {"seed": args.seed, "teacher_model": args.teacher_model, "questions": len(rows["dense"]),
               "dev_questions": len(items), "seconds": round(time.perf_counter() - start)}
     for teacher, values in rows.items():

@@ -87,7 +87,8 @@ def test_probe_v1_teacher_golden_and_on_the_fixture(tmp_path: Path, fixtures_dir
     assert teacher_stats(scores, gold) == (0.25, 1.0, 1.0)  # first gold 4th; one in the top 16, one in the bottom 64
     scores[3] = -1000.0  # the teacher ranks gold 3 last: the first gold is now 90 (89 others above it)
     assert teacher_stats(scores, gold) == (1 / 90, 0.0, 1.0)
-    assert teacher_stats(-np.arange(50, dtype=float), gold[:50])[2] == 0.0  # 50 candidates: no separate bottom 64
+    assert teacher_stats(-np.arange(50, dtype=float), gold[:50]) == (0.25, 1.0, 1.0)  # 50: top and bottom overlap
+    assert teacher_stats(-np.arange(100, dtype=float), gold, top_k=3, bottom_k=5) == (0.25, 0.0, 0.0)
 
     from sentence_transformers import CrossEncoder
 
