@@ -453,7 +453,7 @@ V1_REASON = ("not comparable: per-seed retrained with the raw dense cosine as th
              "cross-encoder/ms-marco-MiniLM-L-6-v2); the paper evaluates the published checkpoint trained on seed 23 "
              "(leaks on 4 of 5 seeds)")
 CASCADE_REASON = ("not comparable: our per-seed cross-encoders (all-MiniLM-L6-v2 backbone fine-tuned offline with the "
-                  "published recipe) over our per-seed v1, vs the paper's published checkpoints")
+                  "recipe the row names) over our per-seed v1, vs the paper's published checkpoints")
 FULLPOOL_REASON = ("not comparable: our cross-encoders (all-MiniLM-L6-v2 backbone fine-tuned offline, one per seed) "
                    "in place of the paper's mixedbread-ai/mxbai-rerank-large-v1")
 ARM_REASON = ("not comparable: each arm retrains our offline cross-encoder recipe with its corruption, as the paper "
