@@ -176,10 +176,23 @@ def _model_label(run: Run) -> str:
     return "; ".join(parts) or run.record.encoder["label"]
 
 
-def _seed_note(run: Run) -> str:
+def _seeds_only(run: Run) -> str:
+    """``"seeds 7 only"`` for a run on fewer than the five split seeds, else empty."""
     seeds = sorted(set(run.seeds) & set(SEEDS))
-    note = "" if tuple(seeds) == SEEDS else f" (seeds {', '.join(map(str, seeds))} only)"
-    return note + _not_comparable(run)
+    return "" if tuple(seeds) == SEEDS else f"seeds {', '.join(map(str, seeds))} only"
+
+
+def _seed_note(run: Run) -> str:
+    subset = _seeds_only(run)
+    return (f" ({subset})" if subset else "") + _not_comparable(run)
+
+
+def _subset_reason(reason: str, run: Run) -> str:
+    """A row scored on fewer seeds is never set against the paper's five-seed mean as if it were comparable."""
+    subset = _seeds_only(run)
+    if not subset:
+        return reason
+    return f"{reason} ({subset})" if reason else f"not comparable: {subset}"
 
 
 def _cell(run: Run, metric: str) -> str:
@@ -469,12 +482,12 @@ def reproduction_cells(selected: dict[str, Any]) -> list[Cell]:
         if run is None:
             reason = "missing: " + missing.removeprefix("not run: ") if missing != "not run" else "missing: not run"
         elif paper_key == "raw_dense_mpnet":
-            reason = _not_comparable(run).strip(" []")
+            reason = _subset_reason(_not_comparable(run).strip(" []"), run)
         elif "published" in _model_label(run):
-            reason = ""
+            reason = _subset_reason("", run)
         else:
-            reason = {"convmemory_v1": V1_REASON, "convmemory_v1_plus_v2": CASCADE_REASON}.get(paper_key,
-                                                                                           FULLPOOL_REASON)
+            reason = _subset_reason({"convmemory_v1": V1_REASON, "convmemory_v1_plus_v2": CASCADE_REASON}.get(
+                paper_key, FULLPOOL_REASON), run)
         for metric, column in COLUMNS.items():
             paper = reference_value(PAPER + paper_key + "." + PAPER_KEYS[metric])
             ours = None if run is None else run.record.summary.split_mean.get(metric)
