@@ -482,12 +482,14 @@ def reproduction_cells(selected: dict[str, Any]) -> list[Cell]:
         if run is None:
             reason = "missing: " + missing.removeprefix("not run: ") if missing != "not run" else "missing: not run"
         elif paper_key == "raw_dense_mpnet":
-            reason = _subset_reason(_not_comparable(run).strip(" []"), run)
+            reason = _not_comparable(run).strip(" []")
         elif "published" in _model_label(run):
-            reason = _subset_reason("", run)
+            reason = ""
         else:
-            reason = _subset_reason({"convmemory_v1": V1_REASON, "convmemory_v1_plus_v2": CASCADE_REASON}.get(
-                paper_key, FULLPOOL_REASON), run)
+            reason = {"convmemory_v1": V1_REASON, "convmemory_v1_plus_v2": CASCADE_REASON}.get(paper_key,
+                                                                                           FULLPOOL_REASON)
+        if run is not None:
+            reason = _subset_reason(reason, run)
         for metric, column in COLUMNS.items():
             paper = reference_value(PAPER + paper_key + "." + PAPER_KEYS[metric])
             ours = None if run is None else run.record.summary.split_mean.get(metric)
