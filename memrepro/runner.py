@@ -35,6 +35,7 @@ from memrepro.results import RunWriter, is_complete, read_record, recover, run_d
 from memrepro.retrievers.base import RetrievalInput, Retriever
 from memrepro.run_identity import run_id_payload
 from memrepro.run_record import RunRecord
+from memrepro.seed_reuse import ReusedSplits, find_reusable
 from memrepro.search import EpisodeIndex, SearchOptions, approximate_recall, build_index, search
 from memrepro.training.artifacts import TrainingContext
 from memrepro.types import Benchmark, Query
@@ -122,11 +123,25 @@ def run(cfg: DictConfig, retriever: Retriever | None = None) -> RunOutcome:
                 checkpoint.discard()
             # another process may have completed it meanwhile
             if cfg.overwrite or not is_complete(folder) or run_problem(folder):
+                reused = ReusedSplits() if cfg.overwrite else _reusable_splits(resolved, benchmark, encoder, folder)
                 return _compute(cfg, resolved, benchmark, encoder, retriever, folder, run_id, checkpoint, device,
-                                timings, verification, identity["algorithm"])
+                                timings, verification, identity["algorithm"], reused)
             checkpoint.discard()  # complete (a commit finished by recover): its checkpoint is spent
     log.info("run %s is complete: skipped (set overwrite=true to redo it)", folder)
     return RunOutcome(folder, True, read_record(folder), {"query": 0, "document": 0})
+
+
+def _reusable_splits(resolved: Mapping[str, Any], benchmark: Benchmark, encoder: Any, folder: Path) -> ReusedSplits:
+    """Splits complete runs of this config over fewer of its ``dataset.seeds`` hold (``memrepro.seed_reuse``)."""
+    seeds = (resolved.get("dataset") or {}).get("seeds")
+    if not isinstance(seeds, list) or len(seeds) < 2:
+        return ReusedSplits()
+
+    def run_id_for(subset: list[int]) -> str:
+        variant = {**resolved, "dataset": {**resolved["dataset"], "seeds": subset}}
+        return config_hash(run_id_payload(variant, benchmark.data_sha256, encoder.identity))
+
+    return find_reusable(folder, seeds, run_id_for, benchmark)
 
 
 def load_benchmark(node: DictConfig) -> tuple[Benchmark, dict[str, Any]]:
@@ -157,9 +172,11 @@ def load_benchmark(node: DictConfig) -> tuple[Benchmark, dict[str, Any]]:
 def _compute(cfg: DictConfig, resolved: Mapping[str, Any], benchmark: Benchmark, encoder: Any, retriever: Retriever,
              folder: Path, run_id: str, checkpoint: RetrievalCheckpoint, device: str, timings: dict[str, float],
              verification: Mapping[str, Any] | None = None,
-             algorithm_versions: Mapping[str, int] | None = None) -> RunOutcome:
-    """Encode, retrieve (resuming from ``checkpoint``), score and write one run that is not complete yet.
-    ``resolved`` is ``cfg`` resolved to plain containers (what ``config.yaml`` holds)."""
+             algorithm_versions: Mapping[str, int] | None = None, reused: ReusedSplits | None = None) -> RunOutcome:
+    """Encode, retrieve (resuming from ``checkpoint``; ``reused`` splits are taken from other runs), score and
+    write one run that is not complete yet. ``resolved`` is ``cfg`` resolved to plain containers (what
+    ``config.yaml`` holds)."""
+    reused = reused or ReusedSplits()
     if getattr(retriever, "uses_vectors", True):
         index, query_vectors, cached = _indexed(benchmark, encoder, Path(cfg.paths.cache_dir), device,
                                                 bool(cfg.runtime.progress), timings, search_options(cfg))
@@ -178,7 +195,11 @@ def _compute(cfg: DictConfig, resolved: Mapping[str, Any], benchmark: Benchmark,
         timings["prepare_s"] = time.perf_counter() - start
     rankings, traces, timings["retrieve_s"], n_retrieved = _retrieve_all(benchmark, retriever, index, query_vectors,
                                                                         int(cfg.runtime.batch_size), checkpoint,
-                                                                        timings)
+                                                                        timings, skip=set(reused.rows))
+    if reused.rows:  # their retrieval was timed in the runs that computed them
+        timings["reused_queries"] = reused.n_queries
+        timings["retrieve_s"] += reused.retrieve_s
+        n_retrieved += reused.n_queries
     batch1_queries = int(cfg.latency.batch1_queries)
     once = bool(cfg.latency.get("batch1_once", False))
     if once and _BATCH1_TIMED:  # a sweep times batch-1 latency on its first point only
@@ -202,7 +223,7 @@ def _compute(cfg: DictConfig, resolved: Mapping[str, Any], benchmark: Benchmark,
     start = time.perf_counter()
     metric_names = metric_names_for(cfg, benchmark)
     rows, counts, summary = score_rankings(benchmark, rankings, traces, metric_names, batch1["per_query_ms"],
-                                           int(cfg.output.top_n))
+                                           int(cfg.output.top_n), reused.rows)
     timings["metrics_s"] = time.perf_counter() - start
 
     record = RunRecord.new({
@@ -217,7 +238,7 @@ def _compute(cfg: DictConfig, resolved: Mapping[str, Any], benchmark: Benchmark,
         "counts": {**counts, "loader": dict(benchmark.loader_counts)},
         "returned": returned_stats(rows),
         "summary": summary,
-        "warnings": run_warnings(benchmark, verification, cached.quarantined),
+        "warnings": run_warnings(benchmark, verification, cached.quarantined) + reused.notes(),
         "latency": {
             "batched_amortized_ms_per_query": 1000.0 * timings["retrieve_s"] / max(1, n_retrieved),
             "batch1": {k: v for k, v in batch1.items() if k != "per_query_ms"},
@@ -287,11 +308,13 @@ def metric_names_for(cfg: DictConfig, benchmark: Benchmark) -> list[str]:
 
 
 def score_rankings(benchmark: Benchmark, rankings: Mapping[tuple[str, str], FrozenRanking], traces: Mapping,
-                   metric_names: list[str], latency_ms: Mapping[str, float], top_n: int):
+                   metric_names: list[str], latency_ms: Mapping[str, float], top_n: int,
+                   reused_rows: Mapping[str, list[dict[str, Any]]] | None = None):
     """Frozen rankings → (per-query rows, counts, aggregate summary): the one scoring path of ``run``, ``eval``
-    and ``memrepro.evaluate``."""
+    and ``memrepro.evaluate``. A split in ``reused_rows`` takes those rows (``memrepro.seed_reuse``), rescored
+    from their stored gold ranks."""
     with _no_gc():  # ~10^6 small containers per LoCoMo run: the cyclic GC would rescan every ranking many times
-        rows, counts = _score(benchmark, rankings, traces, metric_names, latency_ms, top_n)
+        rows, counts = _score(benchmark, rankings, traces, metric_names, latency_ms, top_n, reused_rows or {})
     summary = aggregate([{"split": r["split"], "category": r["category"], **r["metrics"]}
                          for r in rows if r["excluded"] is None],
                         metric_names, benchmark.protocol.category_names)
@@ -379,11 +402,17 @@ def _inputs(queries: list[Query]) -> list[RetrievalInput]:
 
 def _retrieve_all(benchmark: Benchmark, retriever: Retriever, index: EpisodeIndex,
                   query_vectors: Mapping[str, np.ndarray], batch_size: int, checkpoint: RetrievalCheckpoint,
-                  timings: dict[str, float]):
-    """The batched pass. Queries found in the checkpoint are not retrieved again; every finished batch is handed
-    to it, and what is pending is written when anything (an error, Ctrl-C) stops the pass."""
+                  timings: dict[str, float], skip: set[str] = frozenset()):
+    """The batched pass over every split not in ``skip``. Queries found in the checkpoint are not retrieved
+    again; every finished batch is handed to it, and what is pending is written when anything (an error, Ctrl-C)
+    stops the pass."""
     restored = checkpoint.load()
     rankings, traces, elapsed = restored.rankings, restored.traces, restored.retrieve_s
+    # taken from another run now, with its own seconds (these queries' seconds stay in elapsed: a checkpoint
+    # record's time is not split per query, so the amortized figure errs high, never low)
+    for key in [key for key in rankings if key[0] in skip]:
+        del rankings[key]
+        traces.pop(key, None)
     timings["resumed_queries"] = len(rankings)
     if rankings:
         log.info("resuming: %d queries retrieved earlier (%s)", len(rankings), checkpoint.path)
@@ -391,7 +420,8 @@ def _retrieve_all(benchmark: Benchmark, retriever: Retriever, index: EpisodeInde
     per_split = hasattr(retriever, "for_split")  # e.g. one trained cross-encoder per split seed
     try:
         for number, split in enumerate(benchmark.splits, start=1):
-            queries = [q for q in benchmark.split_queries(split) if (split.name, q.id) not in rankings]
+            queries = [] if split.name in skip else [q for q in benchmark.split_queries(split)
+                                                     if (split.name, q.id) not in rankings]
             if per_split and (queries or number == len(benchmark.splits)):
                 # the last split's model stays loaded, as after an uninterrupted pass (describe(), batch-1 latency)
                 retriever.for_split(split)
@@ -468,11 +498,24 @@ def _no_gc():
 
 
 def _score(benchmark: Benchmark, rankings: Mapping[tuple[str, str], FrozenRanking], traces: Mapping,
-           metric_names: list[str], latency_ms: Mapping[str, float], top_n: int):
+           metric_names: list[str], latency_ms: Mapping[str, float], top_n: int,
+           reused_rows: Mapping[str, list[dict[str, Any]]]):
     rows: list[dict[str, Any]] = []
     counts = {"n_total": 0, "n_scored": 0, "n_excluded": {}}
     chars_of: dict[str, dict[str, int]] = {}  # per episode, built once (not once per query)
     for split in benchmark.splits:
+        if split.name in reused_rows:  # rescored here from where each gold item sits (all a metric reads)
+            queries = list(benchmark.split_queries(split))
+            stored = {row["query_id"]: row for row in reused_rows[split.name]}
+            values = compute_metrics({q.id: FrozenRanking.from_gold_ranks(q.id, stored[q.id]["gold_ranks"],
+                                                                          stored[q.id]["n_returned"])
+                                      for q in queries}, queries, metric_names,
+                                     gold_ranks={q.id: stored[q.id]["gold_ranks"] for q in queries})
+            for query in queries:  # this run's batch-1 sample decides every row's latency_ms
+                rows.append({**stored[query.id], "latency_ms": latency_ms.get(query.id),
+                             "metrics": values.get(query.id, {})})
+                _count(counts, query.excluded)
+            continue
         queries = list(benchmark.split_queries(split))
         gold_ranks = {q.id: rankings[(split.name, q.id)].ranks_of(tuple(dict.fromkeys(q.gold))) for q in queries}
         values = compute_metrics({q.id: rankings[(split.name, q.id)] for q in queries}, queries, metric_names,
@@ -483,11 +526,7 @@ def _score(benchmark: Benchmark, rankings: Mapping[tuple[str, str], FrozenRankin
             if text_of is None:
                 text_of = chars_of[query.episode_id] = {m.id: len(m.text) for m in
                                                         benchmark.episodes[query.episode_id].memories}
-            counts["n_total"] += 1
-            if query.excluded is None:
-                counts["n_scored"] += 1
-            else:
-                counts["n_excluded"][query.excluded] = counts["n_excluded"].get(query.excluded, 0) + 1
+            _count(counts, query.excluded)
             rows.append({
                 "split": split.name,
                 "seed": split.seed,
@@ -505,6 +544,14 @@ def _score(benchmark: Benchmark, rankings: Mapping[tuple[str, str], FrozenRankin
                 "metrics": values.get(query.id, {}),
             })
     return rows, counts
+
+
+def _count(counts: dict[str, Any], excluded: str | None) -> None:
+    counts["n_total"] += 1
+    if excluded is None:
+        counts["n_scored"] += 1
+    else:
+        counts["n_excluded"][excluded] = counts["n_excluded"].get(excluded, 0) + 1
 
 
 def _routing(rows: list[dict[str, Any]]) -> dict[str, Any] | None:
