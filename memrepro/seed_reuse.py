@@ -76,7 +76,7 @@ def find_reusable(folder: Path, seeds: Sequence[int], run_id_for: Callable[[list
         reused.retrieve_s += float(record.timings.get("retrieve_s", 0.0))
         reused.n_queries += record.counts.n_total
         reused.sources.append(f"run {candidate.name} (dataset.seeds={list(subset)}, {record.counts.n_total} "
-                              f"queries, {candidate})")
+                              f"queries)")
         covered.update(subset)
     for line in reused.notes():
         log.info("%s", line)
