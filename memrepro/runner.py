@@ -504,8 +504,8 @@ def _score(benchmark: Benchmark, rankings: Mapping[tuple[str, str], FrozenRankin
     counts = {"n_total": 0, "n_scored": 0, "n_excluded": {}}
     chars_of: dict[str, dict[str, int]] = {}  # per episode, built once (not once per query)
     for split in benchmark.splits:
+        queries = list(benchmark.split_queries(split))
         if split.name in reused_rows:  # rescored here from where each gold item sits (all a metric reads)
-            queries = list(benchmark.split_queries(split))
             stored = {row["query_id"]: row for row in reused_rows[split.name]}
             values = compute_metrics({q.id: FrozenRanking.from_gold_ranks(q.id, stored[q.id]["gold_ranks"],
                                                                           stored[q.id]["n_returned"])
@@ -516,7 +516,6 @@ def _score(benchmark: Benchmark, rankings: Mapping[tuple[str, str], FrozenRankin
                              "metrics": values.get(query.id, {})})
                 _count(counts, query.excluded)
             continue
-        queries = list(benchmark.split_queries(split))
         gold_ranks = {q.id: rankings[(split.name, q.id)].ranks_of(tuple(dict.fromkeys(q.gold))) for q in queries}
         values = compute_metrics({q.id: rankings[(split.name, q.id)] for q in queries}, queries, metric_names,
                                  gold_ranks=gold_ranks)

@@ -13,8 +13,9 @@ splits, in order; otherwise it is named in a warning and its splits are retrieve
 
 Reused are the rows (top ids, gold ranks, traces) and that run's retrieval seconds, so the amortized latency still
 sums retrieval time only. Their metrics are computed again here from the stored gold ranks
-(``FrozenRanking.from_gold_ranks``: every metric depends only on where the gold items sit). Batch-1 latency is measured afresh by the composing run, as after a resume. The
-run record says which runs were reused (``warnings``; ``timings.reused_queries``).
+(``FrozenRanking.from_gold_ranks``: every metric depends only on where the gold items sit). Batch-1 latency is
+measured afresh by the composing run, as after a resume. The run record says which runs were reused (``warnings``;
+``timings.reused_queries``).
 """
 
 from __future__ import annotations
