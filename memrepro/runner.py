@@ -134,7 +134,7 @@ def run(cfg: DictConfig, retriever: Retriever | None = None) -> RunOutcome:
 def _reusable_splits(resolved: Mapping[str, Any], benchmark: Benchmark, encoder: Any, folder: Path) -> ReusedSplits:
     """Splits complete runs of this config over fewer of its ``dataset.seeds`` hold (``memrepro.seed_reuse``)."""
     seeds = (resolved.get("dataset") or {}).get("seeds")
-    if not isinstance(seeds, list) or len(seeds) < 2:
+    if not isinstance(seeds, list):  # a benchmark without split seeds
         return ReusedSplits()
 
     def run_id_for(subset: list[int]) -> str:

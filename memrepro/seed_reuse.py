@@ -39,8 +39,11 @@ MAX_SEEDS_FOR_SUBSETS = 8
 class ReusedSplits:
     rows: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # split name -> its rows, in order
     retrieve_s: float = 0.0  # the reused runs' retrieval seconds (their amortized latency's numerator)
-    n_queries: int = 0
     sources: list[str] = field(default_factory=list)  # one line per reused run
+
+    @property
+    def n_queries(self) -> int:
+        return sum(len(rows) for rows in self.rows.values())
 
     def notes(self) -> list[str]:
         return [f"reused from a complete run of the same config: {source}" for source in self.sources]
@@ -75,7 +78,6 @@ def find_reusable(folder: Path, seeds: Sequence[int], run_id_for: Callable[[list
         for split_name, split_rows in rows.items():
             reused.rows[split_name] = split_rows
         reused.retrieve_s += float(record.timings.get("retrieve_s", 0.0))
-        reused.n_queries += record.counts.n_total
         reused.sources.append(f"run {candidate.name} (dataset.seeds={list(subset)}, {record.counts.n_total} "
                               f"queries)")
         covered.update(subset)
