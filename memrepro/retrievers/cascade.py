@@ -197,6 +197,9 @@ class CascadeRetriever(CrossEncoderStage):
         self._split_episodes: tuple[str, ...] = ()
         self._donor_pool: tuple[tuple[str, ...], DonorTexts] | None = None
         self._set_cross_encoder(cross_encoder)
+        if getattr(getattr(self._scorer_for, "recipe", None), "pair_format", "v2") != "v2":
+            raise ValueError("retriever=cascade scores v2 pairs, but cross_encoder.recipe.pair_format is plain (the "
+                             "full pool's format): drop the override or use retriever=fullpool_trained")
         if hasattr(self._scorer_for, "use_arm"):
             self._scorer_for.use_arm(arm)
 

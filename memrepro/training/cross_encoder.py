@@ -5,6 +5,8 @@ stage's protected top-10 with positions, and the gold ids present. Loss: listwis
 record's candidates against a uniform target on the gold present (records without gold in the list are masked),
 AdamW lr 2e-5, weight decay 0.01, linear schedule with warm-up ``min(100, steps // 10)``, 1 epoch, 8 records per
 batch, max length 256. The checkpoint folder is written atomically with its recipe in ``memrepro_training.json``.
+Two knobs are ours, for a model that must rank the full pool rather than a top 10: ``hard_negatives`` (deeper
+turns added to each record) and ``pair_format=plain`` (the full pool's ``(query, text)`` pairs).
 """
 
 from __future__ import annotations
@@ -24,7 +26,8 @@ import numpy as np
 from memrepro.evaluation.freeze import FrozenRanking
 from memrepro.models.cross_encoder import TRAINING_INFO, CrossEncoderScorer
 from memrepro.retrievers.arms import ARMS, NO_TEXT_ARMS
-from memrepro.retrievers.cascade import DonorTexts, as_candidate, check_candidates, corrupt_texts, v2_pairs
+from memrepro.retrievers.cascade import (DonorTexts, arm_rng, as_candidate, check_candidates, corrupt_texts,
+                                         v2_pairs)
 from memrepro.training.artifacts import PerSeedArtifact, published_folder, weights_sha256
 from memrepro.training.recipes import CrossEncoderRecipe
 from memrepro.training.state import load_state, partial_path, save_state
@@ -50,8 +53,10 @@ class Recipe(CrossEncoderRecipe):
 
 
 def build_records(benchmark: Benchmark, split: Split, rankings: dict[str, FrozenRanking],
-                  protected: int = 10) -> list[TrainRecord]:
-    """One record per scored dev query of ``split``; raises if a test conversation would leak in."""
+                  protected: int = 10, hard_negatives: int = 0, negative_pool: int = 500) -> list[TrainRecord]:
+    """One record per scored dev query of ``split``; raises if a test conversation would leak in. With
+    ``hard_negatives``, a record also holds that many non-gold turns drawn from ranks ``protected``+1 ..
+    ``negative_pool`` (a generator per split seed and question) and every gold turn there, in rank order."""
     dev = set(split.dev_episode_ids)
     if dev & set(split.test_episode_ids):
         raise ValueError(f"split {split.name}: dev and test conversations overlap")
@@ -61,11 +66,26 @@ def build_records(benchmark: Benchmark, split: Split, rankings: dict[str, Frozen
             continue
         episode = benchmark.episodes[query.episode_id]
         by_id = {m.id: m for m in episode.memories}
-        head = rankings[query.id].memory_ids[:protected]
-        candidates = tuple(as_candidate(by_id[m], rank) for rank, m in enumerate(head))
+        ranked = rankings[query.id].memory_ids
+        ranks = list(range(min(protected, len(ranked))))
+        if hard_negatives:
+            deep = range(len(ranks), min(negative_pool, len(ranked)))
+            gold = set(query.gold)
+            negatives = [r for r in deep if ranked[r] not in gold]
+            drawn = arm_rng(int(split.seed or 0), query.id).choice(
+                len(negatives), size=min(hard_negatives, len(negatives)), replace=False)
+            ranks += sorted({negatives[i] for i in drawn.tolist()} | {r for r in deep if ranked[r] in gold})
+        candidates = tuple(as_candidate(by_id[ranked[r]], r) for r in ranks)
         check_candidates(candidates)
         records.append(TrainRecord(query.id, query.text, candidates, tuple(query.gold), query.episode_id))
     return records
+
+
+def training_pairs(record: TrainRecord, recipe: Recipe, texts: Sequence[str] | None) -> list[tuple[str, str]]:
+    """The pairs in the format the model will be scored with: v2's (the cascade) or plain (the full pool)."""
+    if recipe.pair_format == "plain":
+        return [(record.query, t) for t in (texts if texts is not None else [c["text"] for c in record.candidates])]
+    return v2_pairs(record.query, record.candidates, recipe.arm, texts)
 
 
 def train(records: Sequence[TrainRecord], base_path: str, out_dir: Path, recipe: Recipe,
@@ -82,6 +102,8 @@ def train(records: Sequence[TrainRecord], base_path: str, out_dir: Path, recipe:
 
     if recipe.arm not in ARMS:
         raise ValueError(f"unknown arm {recipe.arm!r}")
+    if recipe.pair_format == "plain" and recipe.arm in NO_TEXT_ARMS:
+        raise ValueError(f"arm {recipe.arm} has no text to put in plain pairs: use cross_encoder.recipe.pair_format=v2")
     if recipe.arm == "random_other_query_text" and donors is None:
         raise ValueError("arm random_other_query_text needs donors (the dev conversations' memory texts)")
     random.seed(recipe.seed)
@@ -136,7 +158,7 @@ def train(records: Sequence[TrainRecord], base_path: str, out_dir: Path, recipe:
                     continue
                 pool = donors.excluding(record.episode_id) if donors is not None else ()
                 texts = corrupt_texts(recipe.arm, record.query_id, record.candidates, pool, recipe.seed)
-                pairs = v2_pairs(record.query, record.candidates, recipe.arm, texts)
+                pairs = training_pairs(record, recipe, texts)
                 spans.append((len(lefts), len(lefts) + len(pairs)))
                 lefts += [p[0] for p in pairs]
                 rights += [p[1] for p in pairs]
@@ -194,7 +216,8 @@ class TrainedCrossEncoders(PerSeedArtifact):
     SECONDS_PER_RECORD = {"text": 1.5, "no_text": 0.25}
 
     def seconds_per_unit(self) -> float:
-        return self.SECONDS_PER_RECORD["no_text" if self.recipe.arm in NO_TEXT_ARMS else "text"]
+        pairs = self.recipe.protected + self.recipe.hard_negatives  # the figures are for 10 pairs a record
+        return self.SECONDS_PER_RECORD["no_text" if self.recipe.arm in NO_TEXT_ARMS else "text"] * pairs / 10
 
     def __init__(self, recipe: Mapping[str, Any] | None = None,
                  base_model: str = "cross-encoder/ms-marco-MiniLM-L-6-v2",
@@ -258,8 +281,8 @@ class TrainedCrossEncoders(PerSeedArtifact):
             return f"checkpoint {self.path}"
         return f"per-seed retrained from {self.base()[1]}"
 
-    def records(self, split: Split) -> list[TrainRecord]:
-        """The split's dev questions as training records: the record stage's protected top, gold kept apart."""
+    def stage_rankings(self, split: Split) -> dict[str, FrozenRanking]:
+        """The record stage's frozen ranking of each of the split's dev questions."""
         from memrepro.evaluation.freeze import freeze
         from memrepro.retrievers.base import RetrievalInput
 
@@ -269,9 +292,15 @@ class TrainedCrossEncoders(PerSeedArtifact):
             stage.for_split(split)
         results = stage.retrieve([RetrievalInput(q.id, q.text, q.episode_id) for q in dev],
                                  np.stack([ctx.query_vectors[q.id] for q in dev]), ctx.index)
-        rankings = {q.id: freeze(q.id, r.hits, ctx.benchmark.episodes[q.episode_id], stage.order)
-                    for q, r in zip(dev, results)}
-        return [r for r in build_records(ctx.benchmark, split, rankings, self.recipe.protected)
+        return {q.id: freeze(q.id, r.hits, ctx.benchmark.episodes[q.episode_id], stage.order)
+                for q, r in zip(dev, results)}
+
+    def records(self, split: Split) -> list[TrainRecord]:
+        """The split's dev questions as training records: the record stage's protected top (and hard negatives
+        when the recipe asks), gold kept apart."""
+        rankings = self.stage_rankings(split)
+        return [r for r in build_records(self.context.benchmark, split, rankings, self.recipe.protected,
+                                         self.recipe.hard_negatives, self.recipe.negative_pool)
                 if r.query_id in rankings]
 
     def donors(self, episode_ids: Sequence[str]) -> DonorTexts:

@@ -55,12 +55,21 @@ class CrossEncoderRecipe:
     limit_queries: Optional[int] = None  # smoke runs / fixtures
     head_lr: Optional[float] = None  # the fresh classification head's lr (None: lr); a bi-encoder backbone's head
     #                                  starts random and at 2e-5 barely moves in ~130 steps
+    # a model for the full pool must rank 500 candidates, not 10: each record adds this many non-gold turns drawn
+    # (per split seed and question) from the record stage's ranks protected+1..negative_pool, and every gold turn
+    # there (so a question with no gold in the top 10 still trains); 0: v2's top-10 lists
+    hard_negatives: int = 0
+    negative_pool: int = 500
+    pair_format: str = "v2"  # v2: QUERY_TIME/MEMORY_TIME pairs (the cascade's input) | plain: (query, text), the full pool's
 
     # knobs added after checkpoints were trained: hashed only when set, so earlier recipes keep their hash
-    ADDED_LATER = {"head_lr": None}
+    ADDED_LATER = {"head_lr": None, "hard_negatives": 0, "negative_pool": 500, "pair_format": "v2"}
 
     def __post_init__(self) -> None:
         check_recipe(self, type(self).__name__)
+        if self.hard_negatives and self.negative_pool <= self.protected:
+            raise ValueError(f"{type(self).__name__}: negative_pool ({self.negative_pool}) must exceed protected "
+                             f"({self.protected}) for hard negatives to exist")
 
     def hashed(self) -> dict:
         """The recipe as its identity hashes it."""
