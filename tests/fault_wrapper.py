@@ -104,6 +104,8 @@ def install(point: str, sig: str, after: int) -> None:
 def main() -> int:
     point, sig, after, sep, *args = sys.argv[1:]
     assert sep == "--", sys.argv
+    if sig == "INT":  # a shell's background job (`cmd &`, nohup) starts with SIGINT ignored, and Python keeps that
+        signal.signal(signal.SIGINT, signal.default_int_handler)  # the test stands for a Ctrl-C in a terminal
     install(point, sig, int(after))
     from memrepro.__main__ import main as memrepro_main
 
