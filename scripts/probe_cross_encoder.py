@@ -39,6 +39,15 @@ def reciprocal_rank(is_gold: np.ndarray) -> float:
     return 1.0 / (1 + hits[0]) if len(hits) else 0.0
 
 
+def sign_test(ours: list[float], theirs: list[float]) -> tuple[int, int, float | None]:
+    """Wins, losses and the two-sided sign test's p over paired reciprocal ranks (ties dropped)."""
+    from scipy.stats import binomtest
+
+    wins = int(sum(a > b for a, b in zip(ours, theirs)))
+    losses = int(sum(a < b for a, b in zip(ours, theirs)))
+    return wins, losses, float(binomtest(wins, wins + losses).pvalue) if wins + losses else None
+
+
 def hub_share(top1: list[str], hubs: int = 5) -> float:
     """The share of questions whose first turn is one of the ``hubs`` most frequent first turns."""
     return sum(n for _, n in Counter(top1).most_common(hubs)) / max(1, len(top1))
@@ -47,8 +56,6 @@ def hub_share(top1: list[str], hubs: int = 5) -> float:
 def full_pool_probe(resolver, split, held: str, folder: Path, pool: int, limit: int) -> dict:
     """The full pool's protocol on the held-out conversation's questions (``FullPoolRetriever``: plain pairs,
     library max length, stable sort so ties keep stage order, the tail in stage order)."""
-    from scipy.stats import binomtest
-
     from memrepro.models.cross_encoder import CrossEncoderScorer
     from memrepro.retrievers.cascade import protected_rerank
 
@@ -70,11 +77,10 @@ def full_pool_probe(resolver, split, held: str, folder: Path, pool: int, limit: 
         stage_rr.append(reciprocal_rank(np.array([m in gold for m in ranked])))
         ce_top1.append(reranked[0])
         stage_top1.append(ranked[0])
-    wins = int(sum(a > b for a, b in zip(ce_rr, stage_rr)))
-    losses = int(sum(a < b for a, b in zip(ce_rr, stage_rr)))
+    wins, losses, p = sign_test(ce_rr, stage_rr)
     return {"pool": pool, "pool_questions": len(ids), "mrr_pool_cross_encoder": float(np.mean(ce_rr)),
             "mrr_pool_first_stage": float(np.mean(stage_rr)), "pool_wins": wins, "pool_losses": losses,
-            "pool_sign_test_p": float(binomtest(wins, wins + losses).pvalue) if wins + losses else None,
+            "pool_sign_test_p": p,
             "pool_top5_hub_share_cross_encoder": hub_share(ce_top1),
             "pool_top5_hub_share_first_stage": hub_share(stage_top1)}
 
@@ -93,7 +99,6 @@ def main() -> None:
     args = parser.parse_args()
 
     import torch
-    from scipy.stats import binomtest
 
     import memrepro.config  # noqa: F401
     from memrepro.models.cross_encoder import CrossEncoderScorer
@@ -134,16 +139,14 @@ def main() -> None:
             stage_rr.append(reciprocal_rank(gold))
         if args.pool:
             pool_result = full_pool_probe(resolver, split, held, Path(tmp) / "probe", args.pool, args.pool_questions)
-    wins = int(sum(a > b for a, b in zip(ce_rr, stage_rr)))
-    losses = int(sum(a < b for a, b in zip(ce_rr, stage_rr)))
-    result = {"seed": args.seed, "held_out": held, "overrides": args.overrides,
+    wins, losses, p = sign_test(ce_rr, stage_rr)
+    result = {"seed": args.seed, "held_out": held, "model": args.model, "overrides": args.overrides,
               "record_stage": resolver.recipe_identity()["record_stage"], "recipe": recipe.hashed(),
               "base": base_label, "train_records": len(fits), "held_out_questions": len(checks),
               "steps": log["steps"], "loss_first": log["loss_first"], "loss_last_mean": log["loss_last_mean"],
               "train_seconds": round(log["train_seconds"]), "mrr_in_top_cross_encoder": float(np.mean(ce_rr)),
               "mrr_in_top_first_stage": float(np.mean(stage_rr)), "wins": wins, "losses": losses,
-              "sign_test_p": float(binomtest(wins, wins + losses).pvalue) if wins + losses else None,
-              **(pool_result if args.pool else {})}
+              "sign_test_p": p, **(pool_result if args.pool else {})}
     line = json.dumps(result, default=lambda o: o.item() if hasattr(o, "item") else str(o))  # numpy scalars
     print(line)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
