@@ -53,7 +53,7 @@ def hub_share(top1: list[str], hubs: int = 5) -> float:
     return sum(n for _, n in Counter(top1).most_common(hubs)) / max(1, len(top1))
 
 
-def full_pool_probe(resolver, split, held: str, folder: Path, pool: int, limit: int) -> dict:
+def full_pool_probe(resolver, rankings: dict, held: str, folder: Path, pool: int, limit: int) -> dict:
     """The full pool's protocol on the held-out conversation's questions (``FullPoolRetriever``: plain pairs,
     library max length, stable sort so ties keep stage order, the tail in stage order)."""
     from memrepro.models.cross_encoder import CrossEncoderScorer
@@ -61,7 +61,7 @@ def full_pool_probe(resolver, split, held: str, folder: Path, pool: int, limit: 
 
     benchmark = resolver.context.benchmark
     by_id = {q.id: q for q in benchmark.queries}
-    rankings = {q: r for q, r in resolver.stage_rankings(split).items() if by_id[q].episode_id == held}
+    rankings = {q: r for q, r in rankings.items() if by_id[q].episode_id == held}
     ids = sorted(rankings)
     ids = [ids[i] for i in np.linspace(0, len(ids) - 1, min(limit, len(ids))).round().astype(int)]
     scorer = CrossEncoderScorer(str(folder), path=str(folder), max_length=None)
@@ -120,7 +120,8 @@ def main() -> None:
     resolver = retriever.cross_encoders
     split = next(s for s in benchmark.splits if s.seed == args.seed)
     held = split.dev_episode_ids[args.held_out]
-    records = resolver.records(split)
+    rankings = resolver.stage_rankings(split)  # once: the training records and the pool check share them
+    records = resolver.records(split, rankings)
     fits = [r for r in records if r.episode_id != held]
     tops = [replace(r, candidates=r.candidates[:resolver.recipe.protected]) for r in records if r.episode_id == held]
     checks = [r for r in tops if set(r.gold_ids) & {c["id"] for c in r.candidates}]  # hard negatives dropped
@@ -138,7 +139,8 @@ def main() -> None:
             ce_rr.append(reciprocal_rank(gold[np.argsort(-scores, kind="stable")]))  # the cascade's tie rule
             stage_rr.append(reciprocal_rank(gold))
         if args.pool:
-            pool_result = full_pool_probe(resolver, split, held, Path(tmp) / "probe", args.pool, args.pool_questions)
+            pool_result = full_pool_probe(resolver, rankings, held, Path(tmp) / "probe", args.pool,
+                                          args.pool_questions)
     wins, losses, p = sign_test(ce_rr, stage_rr)
     result = {"seed": args.seed, "held_out": held, "model": args.model, "overrides": args.overrides,
               "record_stage": resolver.recipe_identity()["record_stage"], "recipe": recipe.hashed(),

@@ -134,7 +134,7 @@ def test_hard_negative_records_add_seeded_deep_turns_and_every_deep_gold(fixture
 
 
 def test_new_recipe_knobs_keep_old_hashes_and_refuse_bad_combinations() -> None:
-    from memrepro.training.cross_encoder import Recipe, TrainRecord, train, training_pairs
+    from memrepro.training.cross_encoder import Recipe, TrainedCrossEncoders, TrainRecord, train, training_pairs
     from memrepro.training.recipes import CrossEncoderRecipe
 
     assert CrossEncoderRecipe().hashed() == {"lr": 2e-5, "weight_decay": 0.01, "epochs": 1, "batch_records": 8,
@@ -142,8 +142,6 @@ def test_new_recipe_knobs_keep_old_hashes_and_refuse_bad_combinations() -> None:
     assert CrossEncoderRecipe(hard_negatives=10, pair_format="plain").hashed()["hard_negatives"] == 10
     with pytest.raises(ValueError, match="negative_pool"):
         CrossEncoderRecipe(hard_negatives=5, negative_pool=10)
-    from memrepro.training.cross_encoder import TrainedCrossEncoders
-
     assert TrainedCrossEncoders({"hard_negatives": 10}).seconds_per_unit() == 2 * TrainedCrossEncoders().seconds_per_unit()
     record = TrainRecord("q1", "When?", ({"id": "D1:2", "text": "Mel: hi", "position": 2.0},), ("D1:2",))
     assert training_pairs(record, Recipe(pair_format="plain"), None) == [("When?", "Mel: hi")]

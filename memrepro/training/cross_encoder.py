@@ -295,10 +295,10 @@ class TrainedCrossEncoders(PerSeedArtifact):
         return {q.id: freeze(q.id, r.hits, ctx.benchmark.episodes[q.episode_id], stage.order)
                 for q, r in zip(dev, results)}
 
-    def records(self, split: Split) -> list[TrainRecord]:
+    def records(self, split: Split, rankings: dict[str, FrozenRanking] | None = None) -> list[TrainRecord]:
         """The split's dev questions as training records: the record stage's protected top (and hard negatives
-        when the recipe asks), gold kept apart."""
-        rankings = self.stage_rankings(split)
+        when the recipe asks), gold kept apart. ``rankings``: ``stage_rankings(split)`` when the caller has them."""
+        rankings = self.stage_rankings(split) if rankings is None else rankings
         return [r for r in build_records(self.context.benchmark, split, rankings, self.recipe.protected,
                                          self.recipe.hard_negatives, self.recipe.negative_pool)
                 if r.query_id in rankings]
