@@ -376,6 +376,14 @@ def test_a_damaged_training_state_is_not_resumed_from(context: TrainingContext, 
     assert run.same_weights()
 
 
+def test_the_v1_training_forecast_counts_a_cross_encoder_teacher() -> None:
+    """The teacher scores every question's pool (500 pairs): the forecast said 5 min for what took 73."""
+    teacher = {"teacher": "cross_encoder", "teacher_model": "some/cross-encoder"}
+    assert V1Models().seconds_per_unit() == V1Models.SECONDS_PER_UNIT
+    assert V1Models(recipe=teacher).seconds_per_unit() == V1Models.SECONDS_PER_UNIT + 4.0
+    assert V1Models(recipe=teacher, pool=250).seconds_per_unit() == V1Models.SECONDS_PER_UNIT + 2.0
+
+
 def test_the_training_forecast_knows_a_no_text_arm_is_cheap(context: TrainingContext) -> None:
     """The one line printed before on-demand training: a no-text arm's pairs are a few tokens (measured ~6× faster)."""
     from memrepro.training.cross_encoder import TrainedCrossEncoders
