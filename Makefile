@@ -49,7 +49,7 @@ tables: install  ## run what conf/experiments.yaml lists and results/ lacks, the
 	status=0; $(PY) -m memrepro experiments $(EXPERIMENTS) || status=$$?; \
 	$(PY) -m memrepro tables && exit $$status
 
-tables-only: install  ## render results/tables and results/figures from the runs already in results/ (runs nothing)
+tables-only: install  ## render results/tables and results/figures from the runs in results/ and results/kept (runs nothing)
 	$(PY) -m memrepro tables
 
 clean-results:

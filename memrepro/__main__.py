@@ -36,6 +36,8 @@ COMMANDS: dict[str, Command] = {
                       "memrepro.cli.export:main"),
     "train": Command("find or train the models a retriever needs, one per split seed on its dev conversations "
                      "(Hydra; default: ConvMemory v1 + the cascade's cross-encoder)", "memrepro.cli.train:main"),
+    "keep": Command("keep complete runs as compressed copies to commit (results/kept); --restore writes them back",
+                    "memrepro.cli.keep:main"),
     "migrate": Command("move runs written before run ids hashed algorithm versions to their current ids",
                        "memrepro.migrate:main"),
     "bench": Command("speed benchmarks side by side in one process (`bench scale`: 10k-1M memories vs FAISS)",

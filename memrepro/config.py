@@ -207,6 +207,7 @@ class PathsConfig:
     cache_dir: str = MISSING
     log_dir: str = "outputs"
     models_dir: str = "models"
+    kept_dir: str = "results/kept"  # committed copies of expensive runs (memrepro/kept_runs.py)
 
 
 @dataclass

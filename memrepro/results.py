@@ -77,7 +77,7 @@ def verify_run(folder: Path) -> None:
     # (legacy folders: the files present are checked; a missing one is named when a reader asks for it)
     record = RunRecord.read(folder / "metrics.json")
     if (folder / "queries.jsonl").exists():
-        rows = _parse_queries(folder / "queries.jsonl")
+        rows = parse_queries_file(folder / "queries.jsonl")
         if record.counts.n_total != len(rows):
             raise DamagedFileError(folder / "queries.jsonl",
                                    f"{len(rows)} rows, metrics.json counts {record.counts.n_total}")
@@ -101,7 +101,8 @@ def run_problem(folder: Path) -> str | None:
     return None
 
 
-def _parse_queries(path: Path) -> list[dict[str, Any]]:
+def parse_queries_file(path: Path) -> list[dict[str, Any]]:
+    """The rows of a ``queries.jsonl`` (any folder, complete or not), or DamagedFileError naming the bad line."""
     rows = []
     try:
         with open(path, encoding="utf-8") as handle:
@@ -130,7 +131,7 @@ def read_record(folder: Path) -> RunRecord:
 def read_queries(folder: Path) -> list[dict[str, Any]]:
     if not is_complete(folder):
         raise FileNotFoundError(f"{folder} is not a complete run (no {COMPLETE} marker)")
-    return _parse_queries(folder / "queries.jsonl")
+    return parse_queries_file(folder / "queries.jsonl")
 
 
 def stale_siblings(final: Path) -> list[Path]:
@@ -164,6 +165,18 @@ def recover(final: Path) -> list[str]:
     return done
 
 
+def trec_text(rows: list[dict[str, Any]], tag: str) -> str:
+    """``run.trec`` of a run: its rows' top-N written out (``split::query_id`` keys when there are several splits)."""
+    multi_split = len({r["split"] for r in rows}) > 1
+    lines = []
+    for row in rows:
+        qid = f"{row['split']}::{row['query_id']}" if multi_split else row["query_id"]
+        for rank, (memory_id, score) in enumerate(row["top"], start=1):
+            lines.append(f"{qid} Q0 {memory_id} {rank} {score:.9g} {tag}")  # 9 digits: float32 round-trips
+    return "\n".join(lines) + ("\n" if lines else "")
+
+
+
 class RunWriter:
     """Collects a run's files in a temporary sibling folder; ``commit()`` writes the manifest and renames."""
 
@@ -185,6 +198,9 @@ class RunWriter:
         if name == "queries.jsonl":
             self.rows = len(lines)
         self._write(name, "".join(lines).encode("utf-8"))
+
+    def write_bytes(self, name: str, data: bytes) -> None:
+        self._write(name, data)
 
     def _write(self, name: str, data: bytes) -> None:
         with open(self.tmp / name, "wb") as handle:

@@ -24,14 +24,16 @@ from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
 from memrepro.datasets.verify import enforce
-from memrepro.errors import EXIT_BAD_INPUT, MemreproError
+from memrepro.errors import EXIT_BAD_INPUT, DamagedFileError, MemreproError
 from memrepro.evaluation.aggregate import aggregate
 from memrepro.evaluation.freeze import TIE_RULE, FrozenRanking, freeze
 from memrepro.evaluation.metrics import compute_metrics
+from memrepro.kept_runs import KeptRuns
 from memrepro.models.encoder import CachedEncoder, resolve_device
 from memrepro.provenance import config_hash, git_commit, hardware, package_versions
 from memrepro.resume import RetrievalCheckpoint
-from memrepro.results import RunWriter, is_complete, read_record, recover, run_dir, run_problem, stale_siblings
+from memrepro.results import (RunWriter, is_complete, read_record, recover, run_dir, run_problem, stale_siblings,
+                              trec_text)
 from memrepro.retrievers.base import RetrievalInput, Retriever
 from memrepro.run_identity import run_id_payload
 from memrepro.run_record import RunRecord
@@ -116,14 +118,18 @@ def run(cfg: DictConfig, retriever: Retriever | None = None) -> RunOutcome:
     problem = run_problem(folder) if is_complete(folder) else None
     if problem:
         log.warning("%s; the run is recomputed", problem)
+    kept = KeptRuns(Path(cfg.paths.results_dir), Path(cfg.paths.kept_dir))
     if cfg.overwrite or not is_complete(folder) or problem or stale_siblings(folder):
         with checkpoint.locked():  # one process per run: a second launch of the same run fails instead of racing
             recover(folder)  # a commit a kill interrupted: finished or undone, never listed as a run
             if cfg.overwrite:
                 checkpoint.discard()
+            elif not is_complete(folder):
+                _restore_kept(kept, folder)  # a kept copy of this very run (memrepro/kept_runs.py)
             # another process may have completed it meanwhile
             if cfg.overwrite or not is_complete(folder) or run_problem(folder):
-                reused = ReusedSplits() if cfg.overwrite else _reusable_splits(resolved, benchmark, encoder, folder)
+                reused = ReusedSplits() if cfg.overwrite else _reusable_splits(resolved, benchmark, encoder, folder,
+                                                                               kept)
                 return _compute(cfg, resolved, benchmark, encoder, retriever, folder, run_id, checkpoint, device,
                                 timings, verification, identity["algorithm"], reused)
             checkpoint.discard()  # complete (a commit finished by recover): its checkpoint is spent
@@ -131,7 +137,15 @@ def run(cfg: DictConfig, retriever: Retriever | None = None) -> RunOutcome:
     return RunOutcome(folder, True, read_record(folder), {"query": 0, "document": 0})
 
 
-def _reusable_splits(resolved: Mapping[str, Any], benchmark: Benchmark, encoder: Any, folder: Path) -> ReusedSplits:
+def _restore_kept(kept: KeptRuns, folder: Path) -> None:
+    try:
+        kept.restore(folder)
+    except DamagedFileError as exc:
+        log.warning("%s; the run is recomputed", exc)
+
+
+def _reusable_splits(resolved: Mapping[str, Any], benchmark: Benchmark, encoder: Any, folder: Path,
+                     kept: KeptRuns | None = None) -> ReusedSplits:
     """Splits complete runs of this config over fewer of its ``dataset.seeds`` hold (``memrepro.seed_reuse``)."""
     seeds = (resolved.get("dataset") or {}).get("seeds")
     if not isinstance(seeds, list):  # a benchmark without split seeds
@@ -141,7 +155,7 @@ def _reusable_splits(resolved: Mapping[str, Any], benchmark: Benchmark, encoder:
         variant = {**resolved, "dataset": {**resolved["dataset"], "seeds": subset}}
         return config_hash(run_id_payload(variant, benchmark.data_sha256, encoder.identity))
 
-    return find_reusable(folder, seeds, run_id_for, benchmark)
+    return find_reusable(folder, seeds, run_id_for, benchmark, kept)
 
 
 def load_benchmark(node: DictConfig) -> tuple[Benchmark, dict[str, Any]]:
@@ -338,7 +352,7 @@ def write_run(folder: Path, cfg: DictConfig | Mapping[str, Any], rows: list[dict
     try:
         writer.write_text("config.yaml", config_yaml(cfg))
         writer.write_jsonl("queries.jsonl", rows)
-        writer.write_text("run.trec", _trec(rows, run_id))
+        writer.write_text("run.trec", trec_text(rows, run_id))
         writer.write_json("metrics.json", record.to_json())
         return writer.commit()
     except BaseException:
@@ -596,13 +610,3 @@ def returned_stats(rows: list[dict[str, Any]]) -> dict[str, float | None]:
     """Gold-free diagnostics over every retrieved row (PersonaMem has no gold at all)."""
     return {"mean_items": _mean([r["n_returned"] for r in rows]),
             "mean_chars_top_n": _mean([r["returned_chars"] for r in rows])}
-
-
-def _trec(rows: list[dict[str, Any]], tag: str) -> str:
-    multi_split = len({r["split"] for r in rows}) > 1
-    lines = []
-    for row in rows:
-        qid = f"{row['split']}::{row['query_id']}" if multi_split else row["query_id"]
-        for rank, (memory_id, score) in enumerate(row["top"], start=1):
-            lines.append(f"{qid} Q0 {memory_id} {rank} {score:.9g} {tag}")  # 9 digits: float32 round-trips
-    return "\n".join(lines) + ("\n" if lines else "")

@@ -26,6 +26,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+from memrepro.errors import DamagedFileError
+from memrepro.kept_runs import KeptRuns
 from memrepro.results import is_complete, read_queries, read_record, run_problem
 from memrepro.types import Benchmark
 
@@ -57,9 +59,10 @@ def candidate_subsets(seeds: Sequence[int]) -> list[tuple[int, ...]]:
 
 
 def find_reusable(folder: Path, seeds: Sequence[int], run_id_for: Callable[[list[int]], str],
-                  benchmark: Benchmark) -> ReusedSplits:
+                  benchmark: Benchmark, kept: KeptRuns | None = None) -> ReusedSplits:
     """The splits of ``benchmark`` that complete sibling runs (same parent folder, ids from ``run_id_for``) hold;
-    disjoint runs, largest first. Nothing when there are fewer than two seeds."""
+    disjoint runs, largest first; a sibling absent here but kept (``memrepro.kept_runs``) is restored first.
+    Nothing when there are fewer than two seeds."""
     reused = ReusedSplits()
     if len(seeds) < 2:
         return reused
@@ -69,7 +72,7 @@ def find_reusable(folder: Path, seeds: Sequence[int], run_id_for: Callable[[list
         if covered.intersection(subset):
             continue
         candidate = folder.parent / run_id_for(list(subset))
-        if not is_complete(candidate):
+        if not is_complete(candidate) and not (kept is not None and _restored(kept, candidate)):
             continue
         rows = _verified_rows(candidate, [split_of_seed[seed] for seed in subset], benchmark)
         if rows is None:
@@ -84,6 +87,15 @@ def find_reusable(folder: Path, seeds: Sequence[int], run_id_for: Callable[[list
     for line in reused.notes():
         log.info("%s", line)
     return reused
+
+
+def _restored(kept: KeptRuns, candidate: Path) -> bool:
+    """True when ``candidate`` was rebuilt from its kept copy; a copy that does not verify is named and skipped."""
+    try:
+        return kept.restore(candidate)
+    except DamagedFileError as exc:
+        log.warning("%s; not reused, its splits are retrieved here", exc)
+        return False
 
 
 def _verified_rows(candidate: Path, splits: list, benchmark: Benchmark) -> dict[str, list[dict[str, Any]]] | None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -11,6 +12,8 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TQDM_DISABLE", "1")
 os.environ.setdefault("MEMREPRO_AUTO_DOWNLOAD", "0")  # tests never fetch data unless one opts in (a mirror)
+# the repository's kept runs (results/kept) never reach a test's results folder; tests that keep name their own
+os.environ["MEMREPRO_KEPT_DIR"] = tempfile.mkdtemp(prefix="memrepro-tests-kept-")
 
 FIXTURES = Path(__file__).parent / "fixtures"
 REPO = Path(__file__).resolve().parents[1]
@@ -91,6 +94,7 @@ def fixture_paths(tmp_path: Path, fixtures_dir: Path, monkeypatch: pytest.Monkey
     monkeypatch.setenv("MEMREPRO_DATA_DIR", str(fixtures_dir))
     monkeypatch.setenv("MEMREPRO_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.setenv("MEMREPRO_RESULTS_DIR", str(tmp_path / "results"))
+    monkeypatch.setenv("MEMREPRO_KEPT_DIR", str(tmp_path / "kept"))
     return tmp_path
 
 
@@ -110,3 +114,19 @@ def run_record(run_id: str = "0" * 16, dataset: str = "locomo", *, summary: dict
                             **(summary or {})},
                 "timings": {}, "provenance": provenance, **fields}
     return RunRecord.new(document).to_json()  # validated: a fixture never writes what a reader refuses
+
+
+@pytest.fixture()
+def retrieved(fixture_paths: Path, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Every query id handed to the dense retriever: the batched pass's, then batch-1 timing's (one per call)."""
+    from memrepro.retrievers.dense import DenseRetriever
+
+    seen: list[str] = []
+    original = DenseRetriever.retrieve
+
+    def counting(self, queries, vectors, index):
+        seen.extend(q.query_id for q in queries)
+        return original(self, queries, vectors, index)
+
+    monkeypatch.setattr(DenseRetriever, "retrieve", counting)
+    return seen

@@ -1,6 +1,7 @@
 """``python -m memrepro tables``: render both papers' tables (and figures) from ``results/`` into ``results/tables/``.
 
-Reads completed runs only; never runs anything (``python -m memrepro experiments`` / ``make tables`` does that
+Reads completed runs only (kept runs, ``python -m memrepro keep``, are restored into ``results/runs`` first);
+never runs anything (``python -m memrepro experiments`` / ``make tables`` does that
 first). Every table is written as Markdown, LaTeX and CSV; ``reproduction_matrix.*`` lists every cell with the
 paper's number, |Δ| and a verdict (or the reason there is none), with a summary line per table.
 """
@@ -14,6 +15,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from memrepro.kept_runs import KeptRuns
 from memrepro.tables import rfmem
 from memrepro.tables.convmemory import (ablation_table, calibration_table, cost_notes, main_table,
                                          reproduction_cells, select)
@@ -84,7 +86,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m memrepro tables", description=__doc__)
     parser.add_argument("--results", default=os.environ.get("MEMREPRO_RESULTS_DIR", "results"))
     parser.add_argument("--resamples", type=int, default=10_000, help="paired bootstrap resamples (seed 13)")
+    parser.add_argument("--kept", default=os.environ.get("MEMREPRO_KEPT_DIR", "results/kept"),
+                        help="kept runs (python -m memrepro keep), restored into results/runs first")
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
+    restored, problems = KeptRuns(Path(args.results), Path(args.kept)).restore_all()
+    for line in [f"restored the kept run {folder}" for folder in restored] + [f"warning: {p}" for p in problems]:
+        print(f"memrepro: {line}", file=sys.stderr)
     runs = complete_runs(args.results)
     if not runs:
         print(f"no complete runs under {args.results}/runs: run `python -m memrepro experiments` (or "

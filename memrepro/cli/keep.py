@@ -1,0 +1,59 @@
+"""``python -m memrepro keep RUN_FOLDER...`` / ``keep --restore`` / ``keep --list``.
+
+Keeps complete runs as compressed copies under ``results/kept/`` (``$MEMREPRO_KEPT_DIR``) to commit with the
+repository, so that runs too expensive for one sitting (the full-pool cross-encoder: about 1.5 CPU hours per
+LoCoMo split seed) add up across machines and clones. ``run`` restores a kept copy of the run it is asked for and
+reuses kept runs over fewer seeds (``memrepro/kept_runs.py``); ``--restore`` writes every kept run back into
+``results/runs`` (for ``tables``, which reads that folder only).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+from memrepro.errors import EXIT_BAD_INPUT, MemreproError, one_line
+
+
+def main(argv: list[str] | None = None) -> int:
+    from memrepro.kept_runs import KeptRuns
+
+    parser = argparse.ArgumentParser(prog="python -m memrepro keep", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("folders", nargs="*", type=Path, help="complete run folders under results/runs to keep")
+    action = parser.add_mutually_exclusive_group()
+    action.add_argument("--restore", action="store_true", help="write every kept run absent from results/runs back")
+    action.add_argument("--list", action="store_true", help="list the kept runs and whether results/runs has them")
+    parser.add_argument("--results", type=Path, default=Path(os.environ.get("MEMREPRO_RESULTS_DIR", "results")))
+    parser.add_argument("--kept", type=Path, default=Path(os.environ.get("MEMREPRO_KEPT_DIR", "results/kept")))
+    args = parser.parse_args(sys.argv[1:] if argv is None else argv)
+    kept = KeptRuns(args.results, args.kept)
+    if (args.restore or args.list) and args.folders:
+        parser.error("--restore / --list take no run folders")
+    if not (args.restore or args.list or args.folders):
+        parser.error("name run folders to keep, or --restore, or --list")
+    try:
+        if args.folders:
+            for folder in args.folders:
+                copy = kept.keep(folder)
+                size = sum(p.stat().st_size for p in copy.iterdir())
+                print(f"kept {folder} -> {copy} ({size / 1e6:.2f} MB; commit it)")
+            return 0
+        if args.list:
+            for copy in kept.all():
+                folder = kept.folder_of(copy)
+                print(f"{copy}  ({'in' if (folder / 'COMPLETE').is_file() else 'not in'} {args.results}/runs)")
+            return 0
+        restored, problems = kept.restore_all()
+        for folder in restored:
+            print(f"restored {folder}")
+        for problem in problems:
+            print(f"memrepro: error: {problem}", file=sys.stderr)
+        print(f"{len(restored)} restored, {len(kept.all()) - len(restored) - len(problems)} already present, "
+              f"{len(problems)} damaged")
+        return EXIT_BAD_INPUT if problems else 0
+    except MemreproError as exc:
+        print(f"memrepro: error: {one_line(exc)}", file=sys.stderr)
+        return EXIT_BAD_INPUT

@@ -1,0 +1,176 @@
+"""Kept runs: compressed copies of complete run folders, committed so that expensive runs outlive a checkout.
+
+Why: run folders (``results/runs``, git-ignored, 5-50 MB each) stay on the machine that computed them, while a
+five-seed full-pool row costs 6-8 CPU hours, more than one sitting. A run kept with ``python -m memrepro keep
+<run folder>`` travels with the repository; a later ``run`` of the same config (same run id) restores it instead of
+computing it, and a run over more seeds reuses its splits (``memrepro.seed_reuse``) on any clone.
+
+Layout: ``<kept_dir>/<dataset>/<retriever>/<encoder>/<run id>/`` (the run's path under ``results/runs``) holds
+``config.yaml``, ``metrics.json`` and the ``COMPLETE`` manifest verbatim and ``queries.jsonl.xz``. ``run.trec`` is
+not kept: it is the top-N of ``queries.jsonl`` written out (``memrepro.runner._trec``) and is written again.
+
+Trust: a restore rebuilds every file, checks each against the kept manifest's size and sha256 before the folder
+is committed, and refuses with the kept file named otherwise (a damaged or edited copy never becomes a different
+number). Keeping verifies the source run the same way first.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import lzma
+import os
+import shutil
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+from memrepro.datasets.io import sha256_file
+from memrepro.errors import DamagedFileError, MemreproError, one_line
+from memrepro.results import COMPLETE, RunWriter, is_complete, parse_queries_file, run_problem, trec_text
+
+log = logging.getLogger("memrepro")
+
+VERBATIM = ("config.yaml", "metrics.json")  # copied byte for byte; COMPLETE too, written last
+QUERIES, QUERIES_XZ, TREC = "queries.jsonl", "queries.jsonl.xz", "run.trec"
+
+
+class KeptRunError(MemreproError, ValueError):
+    """A folder that cannot be kept (not a complete, verified run under the results folder)."""
+
+
+@dataclass(frozen=True)
+class KeptRuns:
+    """Maps a run folder under ``<results_dir>/runs`` to its kept copy under ``kept_dir`` and back."""
+
+    results_dir: Path
+    kept_dir: Path
+
+    def copy_of(self, folder: Path) -> Path:
+        """Where ``folder``'s kept copy is (or would be)."""
+        runs = Path(self.results_dir) / "runs"
+        try:
+            relative = Path(os.path.abspath(folder)).relative_to(os.path.abspath(runs))
+        except ValueError:
+            raise KeptRunError(f"{folder} is not a run folder under {runs}; keep only runs there "
+                               f"(results/runs/<dataset>/<retriever>/<encoder>/<run id>)") from None
+        if len(relative.parts) != 4:
+            raise KeptRunError(f"{folder} is not a run folder (expected {runs}/<dataset>/<retriever>/<encoder>/"
+                               f"<run id>)")
+        return Path(self.kept_dir) / relative
+
+    def folder_of(self, kept: Path) -> Path:
+        return Path(self.results_dir) / "runs" / Path(kept).relative_to(self.kept_dir)
+
+    def all(self) -> list[Path]:
+        return sorted(marker.parent for marker in Path(self.kept_dir).glob(f"*/*/*/*/{COMPLETE}"))
+
+    def keep(self, folder: Path) -> Path:
+        """Write ``folder``'s kept copy (atomically) after verifying the run; returns the copy's path."""
+        folder = Path(folder)
+        if not is_complete(folder):
+            raise KeptRunError(f"{folder} is not a complete run (no {COMPLETE} marker); only finished runs are kept")
+        problem = run_problem(folder)
+        if problem:
+            raise KeptRunError(f"{problem}; rerun its command, then keep it")
+        if not (folder / COMPLETE).read_text(encoding="utf-8").lstrip().startswith("{"):
+            raise KeptRunError(f"{folder} was written before run manifests; rerun it, then keep it")
+        kept = self.copy_of(folder)
+        tmp = kept.parent / f".{kept.name}.tmp-{uuid.uuid4().hex[:8]}"
+        tmp.mkdir(parents=True)
+        try:
+            for name in VERBATIM:
+                (tmp / name).write_bytes((folder / name).read_bytes())
+            with lzma.open(tmp / QUERIES_XZ, "wb", preset=6) as handle:
+                handle.write((folder / QUERIES).read_bytes())
+            (tmp / COMPLETE).write_bytes((folder / COMPLETE).read_bytes())  # last: marks the copy whole
+            if kept.exists():
+                _remove(kept)
+            os.replace(tmp, kept)
+        except BaseException:
+            _remove(tmp)
+            raise
+        return kept
+
+    def restore(self, folder: Path) -> bool:
+        """Rebuild ``folder`` from its kept copy when it is not complete and a copy exists; True when restored.
+        A copy that does not verify raises :class:`DamagedFileError` naming the kept file (nothing is written)."""
+        folder = Path(folder)
+        if is_complete(folder):
+            return False
+        try:
+            kept = self.copy_of(folder)
+        except KeptRunError:
+            return False
+        if not (kept / COMPLETE).is_file():
+            return False
+        restore(kept, folder)
+        log.info("restored %s from its kept copy %s", folder, kept)
+        return True
+
+    def restore_all(self) -> tuple[list[Path], list[str]]:
+        """Restore every kept run absent from ``results/runs``: (restored folders, one line per damaged copy)."""
+        restored, problems = [], []
+        for copy in self.all():
+            folder = self.folder_of(copy)
+            try:
+                if self.restore(folder):
+                    restored.append(folder)
+            except MemreproError as exc:  # one damaged copy does not stop the others
+                problems.append(one_line(exc))
+        return restored, problems
+
+
+def restore(kept: Path, folder: Path) -> Path:
+    """Write the run folder ``folder`` from the kept copy ``kept``, every file checked against its manifest."""
+    marker = kept / COMPLETE
+    try:
+        manifest = json.loads(marker.read_text(encoding="utf-8"))
+        expected = manifest["files"]
+    except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError):
+        raise DamagedFileError(marker, "unreadable manifest", "restore the kept copy from git "
+                               "(git checkout -- <path>) or recompute the run") from None
+    writer = RunWriter(folder)
+    try:
+        for name in VERBATIM:
+            _copy(kept / name, writer, name)
+        try:
+            with lzma.open(kept / QUERIES_XZ, "rb") as handle:
+                writer.write_bytes(QUERIES, handle.read())
+        except (OSError, lzma.LZMAError, EOFError) as exc:
+            raise DamagedFileError(kept / QUERIES_XZ, f"unreadable ({type(exc).__name__}: {exc})",
+                                   "restore it from git or recompute the run") from None
+        _check(writer.tmp / QUERIES, expected.get(QUERIES), kept / QUERIES_XZ)
+        rows = parse_queries_file(writer.tmp / QUERIES)
+        writer.rows = len(rows)  # the manifest's row count, as write_jsonl would have set it
+        writer.write_text(TREC, trec_text(rows, folder.name))  # tagged with the run id: a copy moved elsewhere fails
+        _check(writer.tmp / TREC, expected.get(TREC), kept / QUERIES_XZ)
+        for name in VERBATIM:
+            _check(writer.tmp / name, expected.get(name), kept / name)
+        extra = sorted(set(expected) - {*VERBATIM, QUERIES, TREC})
+        if extra:
+            raise DamagedFileError(marker, f"lists {', '.join(extra)}, which a kept copy does not hold")
+        if manifest.get("rows") != len(rows):
+            raise DamagedFileError(marker, f"counts {manifest.get('rows')} rows, {QUERIES_XZ} holds {len(rows)}")
+        return writer.commit()
+    except BaseException:
+        writer.abort()
+        raise
+
+
+def _copy(source: Path, writer: RunWriter, name: str) -> None:
+    try:
+        writer.write_bytes(name, source.read_bytes())
+    except FileNotFoundError:
+        raise DamagedFileError(source, "missing from a kept run", "restore it from git or recompute the run") from None
+
+
+def _check(path: Path, expected: dict | None, named: Path) -> None:
+    if not expected or path.stat().st_size != expected.get("bytes") or sha256_file(path) != expected.get("sha256"):
+        raise DamagedFileError(named, f"does not rebuild {path.name} as the kept manifest records it (damaged or "
+                               f"edited)", "restore the kept copy from git (git checkout -- <path>) or recompute "
+                               f"the run")
+
+
+def _remove(path: Path) -> None:
+    shutil.rmtree(path, ignore_errors=True)
