@@ -7,7 +7,7 @@ computing it, and a run over more seeds reuses its splits (``memrepro.seed_reuse
 
 Layout: ``<kept_dir>/<dataset>/<retriever>/<encoder>/<run id>/`` (the run's path under ``results/runs``) holds
 ``config.yaml``, ``metrics.json`` and the ``COMPLETE`` manifest verbatim and ``queries.jsonl.xz``. ``run.trec`` is
-not kept: it is the top-N of ``queries.jsonl`` written out (``memrepro.runner._trec``) and is written again.
+not kept: it is the top-N of ``queries.jsonl`` written out (``memrepro.results.trec_text``) and is written again.
 
 Trust: a restore rebuilds every file, checks each against the kept manifest's size and sha256 before the folder
 is committed, and refuses with the kept file named otherwise (a damaged or edited copy never becomes a different

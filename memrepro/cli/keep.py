@@ -3,8 +3,8 @@
 Keeps complete runs as compressed copies under ``results/kept/`` (``$MEMREPRO_KEPT_DIR``) to commit with the
 repository, so that runs too expensive for one sitting (the full-pool cross-encoder: about 1.5 CPU hours per
 LoCoMo split seed) add up across machines and clones. ``run`` restores a kept copy of the run it is asked for and
-reuses kept runs over fewer seeds (``memrepro/kept_runs.py``); ``--restore`` writes every kept run back into
-``results/runs`` (for ``tables``, which reads that folder only).
+reuses kept runs over fewer seeds (``memrepro/kept_runs.py``), and ``tables`` restores every kept run first;
+``--restore`` only writes every kept run absent from ``results/runs`` back.
 """
 
 from __future__ import annotations
