@@ -25,7 +25,6 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
-from memrepro.datasets.io import sha256_file
 from memrepro.errors import DamagedFileError, MemreproError, one_line
 from memrepro.results import COMPLETE, RunWriter, is_complete, parse_queries_file, run_problem, trec_text
 
@@ -33,6 +32,7 @@ log = logging.getLogger("memrepro")
 
 VERBATIM = ("config.yaml", "metrics.json")  # copied byte for byte; COMPLETE too, written last
 QUERIES, QUERIES_XZ, TREC = "queries.jsonl", "queries.jsonl.xz", "run.trec"
+FIX = "restore the kept copy from git (git checkout -- <path>) or recompute the run"
 
 
 class KeptRunError(MemreproError, ValueError):
@@ -108,6 +108,14 @@ class KeptRuns:
         log.info("restored %s from its kept copy %s", folder, kept)
         return True
 
+    def restore_or_warn(self, folder: Path, otherwise: str) -> bool:
+        """:meth:`restore`, with a damaged copy named in a warning ending in ``otherwise`` (False) instead of raised."""
+        try:
+            return self.restore(folder)
+        except DamagedFileError as exc:
+            log.warning("%s; %s", exc, otherwise)
+            return False
+
     def restore_all(self) -> tuple[list[Path], list[str]]:
         """Restore every kept run absent from ``results/runs``: (restored folders, one line per damaged copy)."""
         restored, problems = [], []
@@ -122,54 +130,45 @@ class KeptRuns:
 
 
 def restore(kept: Path, folder: Path) -> Path:
-    """Write the run folder ``folder`` from the kept copy ``kept``, every file checked against its manifest."""
+    """Write the run folder ``folder`` from the kept copy ``kept``; committed only when the rebuilt folder's
+    manifest equals the kept one (every file's size and sha256, the row count)."""
     marker = kept / COMPLETE
     try:
         manifest = json.loads(marker.read_text(encoding="utf-8"))
-        expected = manifest["files"]
+        expected = dict(manifest["files"])
     except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError):
-        raise DamagedFileError(marker, "unreadable manifest", "restore the kept copy from git "
-                               "(git checkout -- <path>) or recompute the run") from None
+        raise DamagedFileError(marker, "unreadable manifest", FIX) from None
     writer = RunWriter(folder)
     try:
         for name in VERBATIM:
-            _copy(kept / name, writer, name)
+            try:
+                writer.write_bytes(name, (kept / name).read_bytes())
+            except FileNotFoundError:
+                raise DamagedFileError(kept / name, "missing from a kept run", FIX) from None
         try:
             with lzma.open(kept / QUERIES_XZ, "rb") as handle:
                 writer.write_bytes(QUERIES, handle.read())
+            rows = parse_queries_file(writer.tmp / QUERIES)
         except (OSError, lzma.LZMAError, EOFError) as exc:
-            raise DamagedFileError(kept / QUERIES_XZ, f"unreadable ({type(exc).__name__}: {exc})",
-                                   "restore it from git or recompute the run") from None
-        _check(writer.tmp / QUERIES, expected.get(QUERIES), kept / QUERIES_XZ)
-        rows = parse_queries_file(writer.tmp / QUERIES)
+            raise DamagedFileError(kept / QUERIES_XZ, f"unreadable ({type(exc).__name__}: {exc})", FIX) from None
+        except DamagedFileError as exc:  # named after the kept file, not the temporary one
+            raise DamagedFileError(kept / QUERIES_XZ, exc.problem, FIX) from None
         writer.rows = len(rows)  # the manifest's row count, as write_jsonl would have set it
         writer.write_text(TREC, trec_text(rows, folder.name))  # tagged with the run id: a copy moved elsewhere fails
-        _check(writer.tmp / TREC, expected.get(TREC), kept / QUERIES_XZ)
-        for name in VERBATIM:
-            _check(writer.tmp / name, expected.get(name), kept / name)
-        extra = sorted(set(expected) - {*VERBATIM, QUERIES, TREC})
-        if extra:
-            raise DamagedFileError(marker, f"lists {', '.join(extra)}, which a kept copy does not hold")
-        if manifest.get("rows") != len(rows):
-            raise DamagedFileError(marker, f"counts {manifest.get('rows')} rows, {QUERIES_XZ} holds {len(rows)}")
-        return writer.commit()
+        rebuilt = writer.manifest()
+        if rebuilt != manifest:
+            differs = [name for name in sorted({*expected, *rebuilt["files"]})
+                       if expected.get(name) != rebuilt["files"].get(name)]
+            if differs:  # named after the kept file it came from
+                source = kept / (QUERIES_XZ if differs[0] in (QUERIES, TREC) else differs[0])
+                raise DamagedFileError(source, f"does not rebuild {differs[0]} as the kept manifest records it "
+                                       f"(damaged or edited)", FIX)
+            raise DamagedFileError(marker, f"differs from the rebuilt folder's manifest (format or row count: "
+                                   f"{rebuilt['rows']} rows rebuilt)", FIX)
+        return writer.commit(rebuilt)
     except BaseException:
         writer.abort()
         raise
-
-
-def _copy(source: Path, writer: RunWriter, name: str) -> None:
-    try:
-        writer.write_bytes(name, source.read_bytes())
-    except FileNotFoundError:
-        raise DamagedFileError(source, "missing from a kept run", "restore it from git or recompute the run") from None
-
-
-def _check(path: Path, expected: dict | None, named: Path) -> None:
-    if not expected or path.stat().st_size != expected.get("bytes") or sha256_file(path) != expected.get("sha256"):
-        raise DamagedFileError(named, f"does not rebuild {path.name} as the kept manifest records it (damaged or "
-                               f"edited)", "restore the kept copy from git (git checkout -- <path>) or recompute "
-                               f"the run")
 
 
 def _remove(path: Path) -> None:

@@ -176,7 +176,6 @@ def trec_text(rows: list[dict[str, Any]], tag: str) -> str:
     return "\n".join(lines) + ("\n" if lines else "")
 
 
-
 class RunWriter:
     """Collects a run's files in a temporary sibling folder; ``commit()`` writes the manifest and renames."""
 
@@ -208,11 +207,16 @@ class RunWriter:
             handle.flush()
             os.fsync(handle.fileno())
 
-    def commit(self) -> Path:
+    def manifest(self) -> dict[str, Any]:
+        """What ``COMPLETE`` will hold: the format, every written file's sha256 and size, the query row count."""
         files = {p.name: {"sha256": sha256_file(p), "bytes": p.stat().st_size}
                  for p in sorted(self.tmp.iterdir()) if p.is_file() and p.name != COMPLETE}
-        self._write(COMPLETE, (json.dumps({"format": MANIFEST_FORMAT, "files": files, "rows": self.rows},
-                                          indent=1, sort_keys=True) + "\n").encode())
+        return {"format": MANIFEST_FORMAT, "files": files, "rows": self.rows}
+
+    def commit(self, manifest: Mapping[str, Any] | None = None) -> Path:
+        """Write the manifest (``manifest`` when the caller has just computed it, else computed here) and rename."""
+        manifest = self.manifest() if manifest is None else manifest
+        self._write(COMPLETE, (json.dumps(manifest, indent=1, sort_keys=True) + "\n").encode())
         _fsync_dir(self.tmp)
         if self.final.exists():  # overwrite: move the old run aside first, then swap
             trash = self.final.parent / f".{self.final.name}{OLD_TAG}{uuid.uuid4().hex[:8]}"

@@ -24,7 +24,7 @@ from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
 from memrepro.datasets.verify import enforce
-from memrepro.errors import EXIT_BAD_INPUT, DamagedFileError, MemreproError
+from memrepro.errors import EXIT_BAD_INPUT, MemreproError
 from memrepro.evaluation.aggregate import aggregate
 from memrepro.evaluation.freeze import TIE_RULE, FrozenRanking, freeze
 from memrepro.evaluation.metrics import compute_metrics
@@ -125,7 +125,7 @@ def run(cfg: DictConfig, retriever: Retriever | None = None) -> RunOutcome:
             if cfg.overwrite:
                 checkpoint.discard()
             elif not is_complete(folder):
-                _restore_kept(kept, folder)  # a kept copy of this very run (memrepro/kept_runs.py)
+                kept.restore_or_warn(folder, "the run is recomputed")  # a kept copy of this very run
             # another process may have completed it meanwhile
             if cfg.overwrite or not is_complete(folder) or run_problem(folder):
                 reused = ReusedSplits() if cfg.overwrite else _reusable_splits(resolved, benchmark, encoder, folder,
@@ -135,13 +135,6 @@ def run(cfg: DictConfig, retriever: Retriever | None = None) -> RunOutcome:
             checkpoint.discard()  # complete (a commit finished by recover): its checkpoint is spent
     log.info("run %s is complete: skipped (set overwrite=true to redo it)", folder)
     return RunOutcome(folder, True, read_record(folder), {"query": 0, "document": 0})
-
-
-def _restore_kept(kept: KeptRuns, folder: Path) -> None:
-    try:
-        kept.restore(folder)
-    except DamagedFileError as exc:
-        log.warning("%s; the run is recomputed", exc)
 
 
 def _reusable_splits(resolved: Mapping[str, Any], benchmark: Benchmark, encoder: Any, folder: Path,

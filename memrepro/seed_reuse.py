@@ -26,7 +26,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from memrepro.errors import DamagedFileError
 from memrepro.kept_runs import KeptRuns
 from memrepro.results import is_complete, read_queries, read_record, run_problem
 from memrepro.types import Benchmark
@@ -72,7 +71,8 @@ def find_reusable(folder: Path, seeds: Sequence[int], run_id_for: Callable[[list
         if covered.intersection(subset):
             continue
         candidate = folder.parent / run_id_for(list(subset))
-        if not is_complete(candidate) and not (kept is not None and _restored(kept, candidate)):
+        if not is_complete(candidate) and not (kept is not None and kept.restore_or_warn(
+                candidate, "not reused, its splits are retrieved here")):
             continue
         rows = _verified_rows(candidate, [split_of_seed[seed] for seed in subset], benchmark)
         if rows is None:
@@ -87,15 +87,6 @@ def find_reusable(folder: Path, seeds: Sequence[int], run_id_for: Callable[[list
     for line in reused.notes():
         log.info("%s", line)
     return reused
-
-
-def _restored(kept: KeptRuns, candidate: Path) -> bool:
-    """True when ``candidate`` was rebuilt from its kept copy; a copy that does not verify is named and skipped."""
-    try:
-        return kept.restore(candidate)
-    except DamagedFileError as exc:
-        log.warning("%s; not reused, its splits are retrieved here", exc)
-        return False
 
 
 def _verified_rows(candidate: Path, splits: list, benchmark: Benchmark) -> dict[str, list[dict[str, Any]]] | None:
