@@ -63,7 +63,11 @@ class KeptRuns:
         return Path(self.results_dir) / "runs" / Path(kept).relative_to(self.kept_dir)
 
     def all(self) -> list[Path]:
-        return sorted(marker.parent for marker in Path(self.kept_dir).glob(f"*/*/*/*/{COMPLETE}"))
+        """Every kept copy. Dot-named folders are skipped: a ``keep`` killed between writing its temporary
+        folder's ``COMPLETE`` and the rename leaves a ``.<run id>.tmp-*`` folder that is not a kept run."""
+        markers = Path(self.kept_dir).glob(f"*/*/*/*/{COMPLETE}")
+        return sorted(m.parent for m in markers
+                      if not any(part.startswith(".") for part in m.parent.relative_to(self.kept_dir).parts))
 
     def keep(self, folder: Path) -> Path:
         """Write ``folder``'s kept copy (atomically) after verifying the run; returns the copy's path."""

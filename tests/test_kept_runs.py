@@ -93,6 +93,17 @@ def test_a_damaged_copy_is_refused_naming_the_kept_file(fixture_paths: Path, kep
     assert not original.exists() and not list(original.parent.glob(".*tmp*"))  # nothing written
 
 
+def test_a_temporary_folder_left_by_a_killed_keep_is_not_a_kept_run(fixture_paths: Path, kept: KeptRuns) -> None:
+    original = run_locomo("dataset.seeds=[7]").folder
+    copy = kept.keep(original)
+    # what a keep killed after writing COMPLETE but before the rename leaves beside the copy
+    shutil.copytree(copy, copy.parent / f".{copy.name}.tmp-deadbeef")
+    assert kept.all() == [copy]
+    shutil.rmtree(original)
+    assert kept.restore_all() == ([original], [])  # no spurious "damaged" line for the temporary folder
+    assert sorted(p.name for p in original.parent.iterdir()) == [original.name]
+
+
 def test_a_copy_moved_to_another_run_id_is_refused(fixture_paths: Path, kept: KeptRuns) -> None:
     original = run_locomo("dataset.seeds=[7]").folder
     copy = kept.keep(original)
