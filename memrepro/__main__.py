@@ -12,6 +12,8 @@ import sys
 from dataclasses import dataclass
 from typing import Callable
 
+from memrepro.errors import EXIT_BAD_INPUT, UnknownNameError  # the standard library only: imports without the venv
+
 
 @dataclass(frozen=True)
 class Command:
@@ -45,11 +47,17 @@ COMMANDS: dict[str, Command] = {
 }
 
 
+PLAN_FLAGS = {"run": "--dry-run", "train": "--plan"}  # print the training plan and exit
+
+
 def usage() -> str:
     lines = ["usage: python -m memrepro <command> [overrides...]", "", "commands:"]
     lines += [f"  {name:<12} {command.summary}" for name, command in COMMANDS.items()]
     lines += ["", "--debug (anywhere on the line) prints the traceback of a failure; exit codes: 0 ok, 2 bad input "
-              "(config value, data file, model), 1 failed run, 130 Ctrl-C, 143 SIGTERM"]
+              "(config key or value, data or run file, run folder, model, missing dependencies), 1 failed run or "
+              "internal error, 130 Ctrl-C, 143 SIGTERM"]
+    lines += ["", "run --dry-run / train --plan: print the training plan (each model, its forecast, the total) and what "
+              "the run would do, then exit: nothing is trained, computed or written"]
     lines += ["", "examples:",
               "  python -m memrepro run dataset=locomo retriever=dense encoder=mpnet",
               "  python -m memrepro run -m encoder=minilm,mpnet",
@@ -65,39 +73,44 @@ def _load(entry: str) -> Callable[[], None]:
 
 
 def _hydra_errors_in_one_line() -> None:
-    """Hydra reports a failed composition (unknown key, bad override, wrong type) itself, with exit code 1 and
-    sometimes a stack trace; memrepro's contract is one line and exit code 2 for bad input, 1 for the rest."""
-    try:
-        from hydra._internal import utils as hydra_utils
-        from hydra.errors import HydraException
-        from omegaconf.errors import OmegaConfBaseException
-    except ImportError:  # pragma: no cover - Hydra is a dependency
-        return
-    original = hydra_utils.run_and_report
-    if getattr(original, "__memrepro__", False):
+    """Hydra reports a failed composition (unknown key or option, bad override, wrong type) itself, with exit code 1
+    and sometimes a stack trace, and a task's own failure as a traceback; memrepro's contract is one line, with
+    exit code 2 for bad input and 1 for the rest. Hydra offers no hook around composition, so its reporting
+    function is replaced here (the only use of Hydra internals outside the sweeper plugin)."""
+    from hydra._internal import utils as hydra_utils
+    from hydra.errors import HydraException
+    from omegaconf.errors import OmegaConfBaseException
+
+    if getattr(hydra_utils.run_and_report, "__memrepro__", False):
         return
 
     def run_and_report(func):
-        from memrepro.cli.failures import debug_enabled
-        from memrepro.errors import one_line
+        from memrepro.cli.failures import composition_error, reported
 
-        if debug_enabled():
-            return original(func)
-        try:
-            return func()
-        except (HydraException, OmegaConfBaseException) as exc:
-            cause = exc.__cause__ if isinstance(exc.__cause__, OmegaConfBaseException) else None
-            detail = one_line(exc) + (f"; {one_line(cause)}" if cause and str(cause) not in str(exc) else "")
-            print(f"memrepro: error: config: {detail}; `--cfg job` prints the composed config, `--help` the "
-                  f"groups", file=sys.stderr)
-            sys.exit(2)
-        except Exception as exc:  # noqa: BLE001 - one line; --debug shows the traceback
-            print(f"memrepro: internal error: {type(exc).__name__}: {one_line(exc)} (rerun with --debug for the "
-                  f"traceback)", file=sys.stderr)
-            sys.exit(1)
+        with reported():  # --debug: the traceback too, as for any failure
+            try:
+                return func()
+            except (HydraException, OmegaConfBaseException) as exc:
+                raise composition_error(exc) from exc
 
     run_and_report.__memrepro__ = True  # type: ignore[attr-defined]
     hydra_utils.run_and_report = run_and_report
+
+
+# Modules every command imports first: when one is absent, this interpreter is not the project's environment.
+CORE_DEPENDENCIES = ("hydra", "omegaconf", "numpy", "torch")
+
+
+def _missing_dependency() -> str | None:
+    """The first core dependency this interpreter cannot import (looked up, not imported: no cost)."""
+    from importlib.util import find_spec
+
+    return next((name for name in CORE_DEPENDENCIES if find_spec(name) is None), None)
+
+
+def _dependencies_error(module: str) -> str:
+    return (f"memrepro: error: the dependencies are not installed for {sys.executable} (no module {module!r}); "
+            f"run `make install`, then use `.venv/bin/python -m memrepro ...`")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -111,16 +124,32 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     name, rest = argv[0], argv[1:]
     if name not in COMMANDS:
-        known = ", ".join(COMMANDS)
-        print(f"memrepro: unknown command {name!r}; commands: {known}\n\n{usage()}", file=sys.stderr)
-        return 2
+        error = UnknownNameError("command", name, list(COMMANDS), "`python -m memrepro --help` describes them")
+        print(f"memrepro: error: {error}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    missing = _missing_dependency()
+    if missing:
+        print(_dependencies_error(missing), file=sys.stderr)
+        return EXIT_BAD_INPUT
+    if PLAN_FLAGS.get(name) in rest:  # the plan only: read by the command (memrepro.training.plan.plan_only)
+        from memrepro.training.plan import PLAN_ONLY_ENV
+
+        rest = [a for a in rest if a != PLAN_FLAGS[name]]
+        os.environ[PLAN_ONLY_ENV] = "1"
     sys.argv = [f"memrepro {name}", *rest]
     _hydra_errors_in_one_line()
     from memrepro.cli.failures import install_sigterm_handler, reported
 
     install_sigterm_handler()
     with reported():
-        code = _load(COMMANDS[name].entry)()
+        try:
+            command = _load(COMMANDS[name].entry)
+        except ModuleNotFoundError as exc:
+            if (exc.name or "memrepro").split(".")[0] == "memrepro":
+                raise
+            print(_dependencies_error(exc.name), file=sys.stderr)
+            return EXIT_BAD_INPUT
+        code = command()
     return code if isinstance(code, int) else 0
 
 

@@ -14,14 +14,16 @@ from typing import Sequence
 
 import pandas as pd
 
-from memrepro.errors import MemreproError
+from memrepro.errors import EXIT_BAD_INPUT, MemreproError
 from memrepro.evaluation.significance import paired_bootstrap
 from memrepro.results import COMPLETE, run_problem
 from memrepro.tables.runs import Run
 
 
 class CompareError(MemreproError, ValueError):
-    pass
+    """A run folder that cannot be compared (absent, incomplete, damaged, other data or queries): bad input."""
+
+    exit_code = EXIT_BAD_INPUT
 
 
 def load_run(path: str | Path) -> Run:

@@ -94,8 +94,8 @@ class DenseRetrieverConfig:
 
 @dataclass
 class RecollectionRetrieverConfig:
-    """RF-Mem Recollection alone (spec retrievers.md §3): ``retriever.recollection.<field>``; the parameters and
-    their defaults are ``RecollectionParams``'s (one place), which the engines take whole."""
+    """RF-Mem Recollection alone (docs/retrievers.md#recollection): ``retriever.recollection.<field>``; the
+    parameters and their defaults are ``RecollectionParams``'s (one place), which the engines take whole."""
 
     _target_: str = "memrepro.retrievers.rfmem.retriever.RecollectionRetriever"
     engine: str = "faithful"  # faithful (per-query reference) | compiled (numba)
@@ -105,8 +105,8 @@ class RecollectionRetrieverConfig:
 
 @dataclass
 class RFMemRetrieverConfig(RecollectionRetrieverConfig):
-    """RF-Mem: familiarity gate (§2, ``retriever.gate``) → dense top-K (§1, ``retriever.familiarity``) or
-    Recollection (§3, ``retriever.recollection``)."""
+    """RF-Mem (docs/retrievers.md#rf-mem): familiarity gate (``retriever.gate``) → dense top-K
+    (``retriever.familiarity``) or Recollection (``retriever.recollection``)."""
 
     _target_: str = "memrepro.retrievers.rfmem.retriever.RFMemRetriever"
     gate: GateParams = field(default_factory=GateParams)

@@ -1,14 +1,21 @@
 """Errors that name what went wrong and where: file, record, field (or config key), and how to fix it.
 
-Exit codes (the CLI's contract): 2 for bad input (a config value, a data file, a missing model), 1 for a run that
-failed (a write that could not happen, an internal error), 130 / 143 for Ctrl-C / SIGTERM. The CLI prints one line
-per failure; ``--debug`` or ``HYDRA_FULL_ERROR=1`` adds the traceback.
+Exit codes (the CLI's contract): 2 for bad input (a config key or value, a data or run file, a run folder, a
+missing model, missing dependencies), 1 for a run that failed (a write that could not happen, an internal error),
+130 / 143 for Ctrl-C / SIGTERM. The CLI prints one line per failure; ``--debug`` or ``HYDRA_FULL_ERROR=1`` adds
+the traceback.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import difflib
+from typing import Sequence
+
 EXIT_BAD_INPUT = 2
 EXIT_FAILED = 1
+EXIT_INTERRUPTED = 130
+EXIT_TERMINATED = 143
 
 
 class MemreproError(Exception):
@@ -26,6 +33,38 @@ class ConfigError(MemreproError, ValueError):
         self.key, self.value, self.allowed = key, value, allowed
         super().__init__(f"config {key}={value!r} is not allowed: expected {allowed}; fix the override or "
                          f"the config file that sets {key}")
+
+
+class UnknownNameError(MemreproError, ValueError):
+    """A name outside a closed list (a config key, a config group option, a command): names the nearest valid
+    names and the whole list."""
+
+    exit_code = EXIT_BAD_INPUT
+
+    def __init__(self, what: str, name: str, valid: Sequence[str], fix: str, within: str = "", context: str = ""
+                 ) -> None:
+        """``within``: the prefix the valid names live under (``retriever`` for ``retriever.alpah``); the nearest
+        names are matched on the last part of ``name`` and shown with the prefix. ``context`` follows the name
+        (``of config group dataset``)."""
+        self.name, self.valid = name, list(valid)
+        leaf = name[len(within) + 1:] if within and name.startswith(f"{within}.") else name
+        self.nearest = [f"{within}.{v}" if within else v for v in nearest(leaf, self.valid)]
+        near = f"nearest: {', '.join(self.nearest)}" if self.nearest else "no close match"
+        scope = f" under {within}" if within else ""
+        super().__init__(f"unknown {what} {name!r}{' ' + context if context else ''} ({near}; valid{scope}: "
+                         f"{', '.join(self.valid)}); {fix}")
+
+
+def unknown_config_key(key: str, schema: type) -> UnknownNameError:
+    """``key`` is not a field of ``schema``, the dataclass of the config node it would sit in."""
+    fields = [f.name for f in dataclasses.fields(schema) if not f.name.startswith("_")]
+    return UnknownNameError("config key", key, fields, "fix the key; the config is a closed schema, so `+key=value` "
+                            "cannot add a key its schema does not have", within=key.rpartition(".")[0])
+
+
+def nearest(name: str, valid: Sequence[str], n: int = 3) -> list[str]:
+    """The valid names closest to a mistyped one, best first (none when nothing is close)."""
+    return difflib.get_close_matches(name, list(valid), n=n, cutoff=0.6)
 
 
 class DataError(MemreproError, ValueError):

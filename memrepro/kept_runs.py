@@ -12,6 +12,10 @@ not kept: it is the top-N of ``queries.jsonl`` written out (``memrepro.results.t
 Trust: a restore rebuilds every file, checks each against the kept manifest's size and sha256 before the folder
 is committed, and refuses with the kept file named otherwise (a damaged or edited copy never becomes a different
 number). Keeping verifies the source run the same way first.
+
+Leftovers: a ``keep`` (or a run) killed mid-way leaves a dot-named ``.<run id>.tmp-*`` folder. ``keep``,
+``keep --restore`` and ``tables`` remove those under ``<kept_dir>`` and ``results/runs`` once no process can be
+writing them (untouched for :data:`memrepro.results.STALE_AFTER_S`), one line each.
 """
 
 from __future__ import annotations
@@ -22,16 +26,19 @@ import lzma
 import os
 import shutil
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
 from memrepro.errors import DamagedFileError, MemreproError, one_line
-from memrepro.results import COMPLETE, RunWriter, is_complete, parse_queries_file, run_problem, trec_text
+from memrepro.results import (COMPLETE, TMP_TAG, RunWriter, is_complete, parse_queries_file, put_in_place,
+                              remove_leftovers, run_problem, trec_text)
 
 log = logging.getLogger("memrepro")
 
 VERBATIM = ("config.yaml", "metrics.json")  # copied byte for byte; COMPLETE too, written last
 QUERIES, QUERIES_XZ, TREC = "queries.jsonl", "queries.jsonl.xz", "run.trec"
+KEPT_FILES = (*VERBATIM, QUERIES_XZ, COMPLETE)  # what a kept copy holds
 FIX = "restore the kept copy from git (git checkout -- <path>) or recompute the run"
 
 
@@ -45,6 +52,7 @@ class KeptRuns:
 
     results_dir: Path
     kept_dir: Path
+    say: Callable[[str], None] = field(default=lambda line: log.warning("%s", line), compare=False)  # one line each
 
     def copy_of(self, folder: Path) -> Path:
         """Where ``folder``'s kept copy is (or would be)."""
@@ -69,8 +77,17 @@ class KeptRuns:
         return sorted(m.parent for m in markers
                       if not any(part.startswith(".") for part in m.parent.relative_to(self.kept_dir).parts))
 
+    def remove_leftovers(self) -> list[str]:
+        """Remove what killed keeps, restores and runs left (temporary folders no process is writing any more)
+        under the kept runs and ``results/runs``; each thing done is said in one line and returned."""
+        done = remove_leftovers(Path(self.kept_dir), KEPT_FILES) + remove_leftovers(Path(self.results_dir) / "runs")
+        for line in done:
+            self.say(line)
+        return done
+
     def keep(self, folder: Path) -> Path:
         """Write ``folder``'s kept copy (atomically) after verifying the run; returns the copy's path."""
+        self.remove_leftovers()
         folder = Path(folder)
         if not is_complete(folder):
             raise KeptRunError(f"{folder} is not a complete run (no {COMPLETE} marker); only finished runs are kept")
@@ -80,7 +97,7 @@ class KeptRuns:
         if not (folder / COMPLETE).read_text(encoding="utf-8").lstrip().startswith("{"):
             raise KeptRunError(f"{folder} was written before run manifests; rerun it, then keep it")
         kept = self.copy_of(folder)
-        tmp = kept.parent / f".{kept.name}.tmp-{uuid.uuid4().hex[:8]}"
+        tmp = kept.parent / f".{kept.name}{TMP_TAG}{uuid.uuid4().hex[:8]}"  # a name remove_leftovers knows
         tmp.mkdir(parents=True)
         try:
             for name in VERBATIM:
@@ -88,17 +105,16 @@ class KeptRuns:
             with lzma.open(tmp / QUERIES_XZ, "wb", preset=6) as handle:
                 handle.write((folder / QUERIES).read_bytes())
             (tmp / COMPLETE).write_bytes((folder / COMPLETE).read_bytes())  # last: marks the copy whole
-            if kept.exists():
-                _remove(kept)
-            os.replace(tmp, kept)
+            put_in_place(tmp, kept, KEPT_FILES)
         except BaseException:
             _remove(tmp)
             raise
         return kept
 
-    def restore(self, folder: Path) -> bool:
-        """Rebuild ``folder`` from its kept copy when it is not complete and a copy exists; True when restored.
-        A copy that does not verify raises :class:`DamagedFileError` naming the kept file (nothing is written)."""
+    def restore(self, folder: Path, announce: bool = True) -> bool:
+        """Rebuild ``folder`` from its kept copy when it is not complete and a copy exists; True when restored
+        (said in a line unless ``announce`` is off: the caller says it). A copy that does not verify raises
+        :class:`DamagedFileError` naming the kept file (nothing is written)."""
         folder = Path(folder)
         if is_complete(folder):
             return False
@@ -109,19 +125,22 @@ class KeptRuns:
         if not (kept / COMPLETE).is_file():
             return False
         restore(kept, folder)
-        log.info("restored %s from its kept copy %s", folder, kept)
+        if announce:
+            log.info("restored %s from its kept copy %s", folder, kept)
         return True
 
-    def restore_or_warn(self, folder: Path, otherwise: str) -> bool:
+    def restore_or_warn(self, folder: Path, otherwise: str, announce: bool = True) -> bool:
         """:meth:`restore`, with a damaged copy named in a warning ending in ``otherwise`` (False) instead of raised."""
         try:
-            return self.restore(folder)
+            return self.restore(folder, announce)
         except DamagedFileError as exc:
             log.warning("%s; %s", exc, otherwise)
             return False
 
     def restore_all(self) -> tuple[list[Path], list[str]]:
-        """Restore every kept run absent from ``results/runs``: (restored folders, one line per damaged copy)."""
+        """Restore every kept run absent from ``results/runs``: (restored folders, one line per damaged copy).
+        Leftovers of killed writes are removed first (:meth:`remove_leftovers`)."""
+        self.remove_leftovers()
         restored, problems = [], []
         for copy in self.all():
             folder = self.folder_of(copy)

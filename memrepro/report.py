@@ -10,7 +10,8 @@ from memrepro.run_record import RunRecord
 def summary_table(record: RunRecord) -> str:
     """Primary metrics: per split, mean ± std of split means, pooled; then per category (pooled, with n)."""
     summary = record.summary
-    names = list(record.primary or record.metric_names)
+    # metrics.names may leave out a primary metric: show the primary ones that were computed
+    names = [m for m in record.primary if m in record.metric_names] or list(record.metric_names)
     if not summary.n:
         return "\n".join(["(no scored queries)", *(f"WARNING: {w}" for w in record.warnings)])
     rows = []

@@ -10,8 +10,14 @@ Crash consistency: the folder is assembled (every file fsynced) under the tempor
 renamed into place; an ``overwrite=true`` commit first moves the old folder to ``.<run id>.old-<x>``. Readers
 never look at names that start with a dot, and the next run of that id (under its lock) finishes or removes
 whatever a kill left: a complete, verified ``.tmp-*`` whose final folder is missing is renamed into place, every
-other temporary folder is deleted. A folder whose files fail the manifest (an empty or truncated
-``metrics.json``, a corrupt line in ``queries.jsonl``) is reported with the file named and treated as incomplete.
+other temporary folder is deleted. ``keep`` and ``tables`` do the same for every run id whose temporary folders
+are older than :data:`STALE_AFTER_S` (younger ones may belong to a process still writing). A folder whose files
+fail the manifest (an empty or truncated ``metrics.json``, a corrupt line in ``queries.jsonl``) is reported with
+the file named and treated as incomplete.
+
+Nothing memrepro did not write is deleted: files a user put in a run folder (notes) move into the folder that
+replaces it, and a file found where a run folder belongs is renamed ``<run id>.moved-<x>``; each is said in one
+line.
 """
 
 from __future__ import annotations
@@ -19,7 +25,9 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import shutil
+import time
 import uuid
 from pathlib import Path
 from typing import Any, Iterable, Mapping
@@ -30,7 +38,10 @@ from memrepro.run_record import RunRecord
 
 COMPLETE = "COMPLETE"
 MANIFEST_FORMAT = 1
-TMP_TAG, OLD_TAG = ".tmp-", ".old-"
+TMP_TAG, OLD_TAG, MOVED_TAG = ".tmp-", ".old-", ".moved-"
+RUN_FILES = ("config.yaml", "queries.jsonl", "run.trec", "metrics.json", COMPLETE)  # what a run writer writes
+STALE_AFTER_S = 600.0  # a temporary folder untouched this long belongs to no running process: a kill left it
+_LEFTOVER = re.compile(r"^\.(?P<id>.+)(?:\.tmp-|\.old-)[0-9a-f]+$")
 log = logging.getLogger("memrepro")
 
 
@@ -144,25 +155,143 @@ def stale_siblings(final: Path) -> list[Path]:
 
 
 def recover(final: Path) -> list[str]:
-    """Finish or undo a commit a kill interrupted (call under the run's lock); returns what was done.
+    """Finish or undo a commit a kill interrupted (call under the run's lock); returns what was done, each line
+    also logged.
 
     The final folder missing and a verified, complete ``.tmp-*`` present: that one is the newest finished run,
     renamed into place. Every other temporary folder of this run id is removed.
     """
+    done = _recover(final)
+    for line in done:
+        log.warning("%s", line)
+    return done
+
+
+def _recover(final: Path, written: Iterable[str] = RUN_FILES) -> list[str]:
     done = []
-    stale = stale_siblings(final)
-    if not final.exists():
-        for candidate in stale:
+    if not os.path.lexists(final):
+        for candidate in stale_siblings(final):
             if candidate.name.startswith(f".{final.name}{TMP_TAG}") and run_problem(candidate) is None:
                 os.replace(candidate, final)
-                done.append(f"completed the interrupted commit {candidate.name} → {final.name}")
+                done.append(f"{final.parent}: completed the interrupted commit {candidate.name} → {final.name}")
                 break
     for leftover in stale_siblings(final):
-        shutil.rmtree(leftover, ignore_errors=True)
-        done.append(f"removed {leftover.name}")
-    for line in done:
-        log.warning("%s: %s", final.parent, line)
+        done.append(discard(leftover, final, written))
     return done
+
+
+def remove_leftovers(root: Path, written: Iterable[str] = RUN_FILES,
+                     older_than_s: float = STALE_AFTER_S) -> list[str]:
+    """:func:`recover` every id under ``root/<dataset>/<retriever>/<encoder>/`` whose temporary folders are all
+    older than ``older_than_s`` (a younger one may be a live process's); returns one line per thing done."""
+    finals = set()
+    for path in Path(root).glob("*/*/*/.*"):
+        match = _LEFTOVER.match(path.name)
+        if match:
+            finals.add(path.parent / match["id"])
+    done = []
+    for final in sorted(finals):
+        if all(_untouched_for(p) >= older_than_s for p in stale_siblings(final)):
+            done += _recover(final, written)
+    return done
+
+
+def _untouched_for(path: Path) -> float:
+    """Seconds since ``path`` or, for a folder, anything it holds last changed (a writer adds and grows files);
+    0 when it vanished meanwhile (another process is at work)."""
+    try:
+        times = [path.lstat().st_mtime]
+        if path.is_dir() and not path.is_symlink():
+            times += [p.lstat().st_mtime for p in path.iterdir()]
+    except FileNotFoundError:
+        return 0.0
+    return time.time() - max(times)
+
+
+def written_by_memrepro(folder: Path, written: Iterable[str] = RUN_FILES) -> set[str]:
+    """The names in ``folder`` memrepro writes: ``written`` and whatever its ``COMPLETE`` manifest lists."""
+    names = set(written)
+    try:
+        manifest = json.loads((folder / COMPLETE).read_text(encoding="utf-8"))
+        names.update(manifest.get("files") or {})
+    except (OSError, UnicodeDecodeError, ValueError, AttributeError, TypeError):
+        pass  # no manifest (or a damaged one): the standard names only
+    return names
+
+
+def discard(leftover: Path, final: Path, written: Iterable[str] = RUN_FILES) -> str:
+    """Delete ``leftover`` (a temporary or replaced folder of ``final``) and say what was done, in one line.
+    Files memrepro did not write in it move into ``final`` (or, when there is none, into a new
+    ``<id>.moved-<x>`` folder); a ``leftover`` that is a file or a link is not memrepro's and is only moved."""
+    if leftover.is_symlink() or not leftover.is_dir():
+        aside = _moved(final)
+        os.replace(leftover, aside)
+        return f"{leftover} is not a folder memrepro wrote: moved to {aside}"
+    kept, home = carry_foreign(leftover, final, written)
+    note = f"; kept {', '.join(kept)} (not written by memrepro) in {home}" if kept else ""
+    problem = _remove_tree(leftover)
+    if problem:
+        return f"could not remove {leftover} ({problem}){note}; delete it by hand"
+    return f"{final.parent}: removed {leftover.name}{note}"
+
+
+def carry_foreign(old: Path, final: Path, written: Iterable[str] = RUN_FILES) -> tuple[list[str], Path | None]:
+    """Move what memrepro did not write in ``old`` (a user's notes) into ``final``, or into a new
+    ``<id>.moved-<x>`` folder when ``final`` is no folder; returns the names they have there, and where."""
+    foreign = sorted(p.name for p in old.iterdir() if p.name not in written_by_memrepro(old, written))
+    if not foreign:
+        return [], None
+    home = final if final.is_dir() and not final.is_symlink() else _moved(final)
+    home.mkdir(exist_ok=True)
+    kept = []
+    for name in foreign:
+        target = _free(home / name)
+        os.replace(old / name, target)
+        kept.append(target.name)
+    return kept, home
+
+
+def _remove_tree(folder: Path) -> str | None:
+    """Delete ``folder``; None when done, else why not (a removal that fails is said, never skipped silently)."""
+    try:
+        shutil.rmtree(folder)
+    except OSError as exc:
+        return exc.strerror or str(exc)
+    return None
+
+
+def _moved(path: Path) -> Path:
+    """A new visible name beside ``path`` for something of the user's moved out of memrepro's way."""
+    return path.with_name(f"{path.name}{MOVED_TAG}{uuid.uuid4().hex[:8]}")
+
+
+def _free(path: Path) -> Path:
+    """``path``, or a :func:`_moved` variant of it when that name is taken."""
+    return _moved(path) if os.path.lexists(path) else path
+
+
+def put_in_place(staged: Path, final: Path, written: Iterable[str] = RUN_FILES) -> None:
+    """Rename the finished folder ``staged`` to ``final``. A folder there is moved aside first (a kill between the
+    two renames leaves both, for :func:`recover`) and removed after the swap, what memrepro did not write in it
+    carried into the new folder; a file or link there is moved to ``<id>.moved-<x>``. Whatever of the user's is
+    kept is said in one line."""
+    if os.path.lexists(final) and (final.is_symlink() or not final.is_dir()):
+        aside = _moved(final)
+        os.replace(final, aside)
+        log.warning("%s is a file, not a folder memrepro wrote: moved to %s; the new folder takes its place",
+                    final, aside)
+    if os.path.lexists(final):
+        trash = final.parent / f".{final.name}{OLD_TAG}{uuid.uuid4().hex[:8]}"
+        os.replace(final, trash)
+        os.replace(staged, final)
+        kept, _ = carry_foreign(trash, final, written)
+        if kept:
+            log.warning("%s: kept %s from the folder it replaces (not written by memrepro)", final, ", ".join(kept))
+        problem = _remove_tree(trash)
+        if problem:
+            log.warning("could not remove %s (%s), the folder %s replaces; delete it by hand", trash, problem, final)
+    else:
+        os.replace(staged, final)
 
 
 def trec_text(rows: list[dict[str, Any]], tag: str) -> str:
@@ -218,13 +347,7 @@ class RunWriter:
         manifest = self.manifest() if manifest is None else manifest
         self._write(COMPLETE, (json.dumps(manifest, indent=1, sort_keys=True) + "\n").encode())
         _fsync_dir(self.tmp)
-        if self.final.exists():  # overwrite: move the old run aside first, then swap
-            trash = self.final.parent / f".{self.final.name}{OLD_TAG}{uuid.uuid4().hex[:8]}"
-            os.replace(self.final, trash)
-            os.replace(self.tmp, self.final)
-            shutil.rmtree(trash, ignore_errors=True)
-        else:
-            os.replace(self.tmp, self.final)
+        put_in_place(self.tmp, self.final)  # overwrite: the old run moved aside first, then swapped
         _fsync_dir(self.final.parent)
         return self.final
 

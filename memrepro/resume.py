@@ -10,7 +10,7 @@ line that is garbled, cut or fails its digest, loses only itself (its queries ar
 the file and line) and the file is rewritten without it, so the next append starts on a fresh line after the last
 complete record.
 
-Why not a cross-encoder score cache (the spec's other option): scores served from a cache would also be served to
+Why not a cross-encoder score cache: scores served from a cache would also be served to
 the latency measurement, which would then time cache lookups instead of the model.
 """
 
@@ -154,11 +154,15 @@ def _parse_line(line: bytes) -> dict[str, Any]:
 def _rewrite(path: Path, lines: list[bytes]) -> None:
     """Replace ``path`` atomically by ``lines`` (the records that verified)."""
     tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}.tmp")
-    with open(tmp, "wb") as handle:
-        handle.write(b"".join(line + b"\n" for line in lines))
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "wb") as handle:
+            handle.write(b"".join(line + b"\n" for line in lines))
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:  # a full disk, Ctrl-C, SIGTERM: the checkpoint stays as it was, no half-written copy
+        tmp.unlink(missing_ok=True)
+        raise
 
 
 def _cut_torn_tail(path: Path) -> None:

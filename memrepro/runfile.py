@@ -11,11 +11,16 @@ A query key is a benchmark query id (its ranking is used in every split holding 
 ``"<split>::<query id>"`` (that split only; what ``run`` writes into ``run.trec`` for multi-split benchmarks such
 as LoCoMo's 5 seeds).
 
-Validation (``protocols.md`` §0.2-0.3). Always errors, because each would change a score silently: a malformed
-line, a memory id that is not in the query's episode (named as "from another episode" when some other episode
-has it), a query key given twice in a JSONL file. Warnings, counted in ``metrics.json`` and printed, errors with
-``strict=true``: an unknown query id (ignored), a memory listed twice for one query (the better-ranked occurrence
-is kept), a scored query the file lacks (scored 0, kept in the denominator, as ir-measures does).
+Validation (docs/protocols.md#tie-rule, docs/protocols.md#query-universe). Always errors, because each would change
+a score silently: a malformed line, a memory id that is not in the query's episode (named as "from another episode"
+when some other episode has it), a query key given twice in a JSONL file. Warnings, counted in ``metrics.json`` and
+printed, errors with ``strict=true``: an unknown query id (ignored), a memory listed twice for one query (the
+better-ranked occurrence is kept), a scored query the file lacks (scored 0, kept in the denominator, as ir-measures
+does).
+
+Depth: a file whose longest ranked list is shorter than some scored query's candidate pool (``run.trec`` keeps a
+run's top ``output.top_n``) may be truncated: :func:`depth_warning` names the depth and which metrics are then lower
+bounds (those without a cutoff, such as ``mrr``, and those cut deeper than the file) and which are exact.
 
 Freezing: ``order=score`` (default) sorts by score descending, ties by the memory's pool position (the project's
 tie rule, the same ``freeze`` that ``run`` uses); ``order=rank`` keeps the file's order (TREC rank column, JSONL
@@ -29,11 +34,11 @@ import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator, Sequence
 
 import numpy as np
 
-from memrepro.errors import MemreproError
+from memrepro.errors import EXIT_BAD_INPUT, MemreproError
 from memrepro.evaluation.freeze import FrozenRanking, freeze
 from memrepro.search import Hits
 from memrepro.types import Benchmark
@@ -44,6 +49,8 @@ FORMATS = ("auto", "trec", "jsonl")
 
 class RunFileError(MemreproError, ValueError):
     """One line: the file, the line, the id, the problem and the fix."""
+
+    exit_code = EXIT_BAD_INPUT
 
     def __init__(self, path: Path | str, line: int | None, problem: str, fix: str = "") -> None:
         where = f"{path}:{line}" if line else str(path)
@@ -73,6 +80,8 @@ class Validation:
     rankings: dict[tuple[str, str], FrozenRanking]
     warnings: dict[str, int] = field(default_factory=dict)
     examples: dict[str, list[str]] = field(default_factory=dict)
+    depth: int = 0  # the longest ranked list the file gives a query
+    pools: dict[str, int] = field(default_factory=dict)  # scored query id → its candidate pool (episode) size
 
     def warn(self, kind: str, example: str) -> None:
         self.warnings[kind] = self.warnings.get(kind, 0) + 1
@@ -92,11 +101,22 @@ WARNING_FIXES = {
 }
 
 
+def numbered_lines(path: Path) -> Iterator[tuple[int, str]]:
+    """The file's lines numbered from 1, decoded as UTF-8 (a leading byte-order mark dropped); a byte that is not
+    UTF-8 is an error naming the file and the line."""
+    with open(path, "rb") as handle:
+        for number, raw in enumerate(handle, start=1):
+            try:
+                yield number, raw.decode("utf-8-sig" if number == 1 else "utf-8")
+            except UnicodeDecodeError as exc:
+                raise RunFileError(path, number, f"not UTF-8: byte 0x{raw[exc.start]:02x} at byte {exc.start + 1} "
+                                   "of the line", "save the run file as UTF-8") from None
+
+
 def detect_format(path: Path) -> str:
-    with open(path, encoding="utf-8") as handle:
-        for line in handle:
-            if line.strip():
-                return "jsonl" if line.lstrip().startswith("{") else "trec"
+    for _, line in numbered_lines(path):
+        if line.strip():
+            return "jsonl" if line.lstrip().startswith("{") else "trec"
     return "trec"
 
 
@@ -109,53 +129,52 @@ def read_run_file(path: str | Path, fmt: str = "auto") -> ParsedRun:
     fmt = detect_format(path) if fmt == "auto" else fmt
     entries: dict[str, list[Entry]] = {}
     has_scores = True
-    with open(path, encoding="utf-8") as handle:
-        if fmt == "trec":
-            for number, line in enumerate(handle, start=1):
-                if not line.strip():
-                    continue
-                cols = line.split()
-                if len(cols) != 6:
-                    raise RunFileError(path, number, f"expected 6 TREC columns (query_id Q0 memory_id rank score "
-                                       f"tag), found {len(cols)}: {line.strip()[:80]!r}")
-                qid, _, memory_id, rank, score, _ = cols
-                try:
-                    rank_value = int(rank)
-                except ValueError:
-                    raise RunFileError(path, number, f"rank {rank!r} of query {qid!r} is not an integer") from None
-                score_value = _number(score, path, number, qid)
-                entries.setdefault(qid, []).append(Entry(memory_id, score_value, rank_value, number))
-        else:
-            seen_at: dict[str, int] = {}
-            for number, line in enumerate(handle, start=1):
-                if not line.strip():
-                    continue
-                try:
-                    record = json.loads(line)
-                except json.JSONDecodeError as exc:
-                    raise RunFileError(path, number, f"malformed JSON: {exc.msg} (column {exc.colno})") from None
-                if not isinstance(record, dict):
-                    raise RunFileError(path, number, f"expected an object {{query_id: [memory ids]}}, found "
-                                       f"{type(record).__name__}")
-                for qid, ranked in record.items():
-                    if qid in seen_at:
-                        raise RunFileError(path, number, f"query {qid!r} listed again (first on line "
-                                           f"{seen_at[qid]})", "give each query one ranked list")
-                    seen_at[qid] = number
-                    if not isinstance(ranked, list):
-                        raise RunFileError(path, number, f"query {qid!r}: expected a list of memory ids, found "
-                                           f"{type(ranked).__name__}")
-                    out = entries.setdefault(qid, [])
-                    for position, item in enumerate(ranked, start=1):
-                        if isinstance(item, str):
-                            out.append(Entry(item, None, position, number))
-                            has_scores = False
-                        elif (isinstance(item, list) and len(item) == 2 and isinstance(item[0], str)
-                              and isinstance(item[1], (int, float)) and not isinstance(item[1], bool)):
-                            out.append(Entry(item[0], _number(item[1], path, number, qid), position, number))
-                        else:
-                            raise RunFileError(path, number, f"query {qid!r}, item {position}: expected a memory "
-                                               f"id or [memory_id, score], found {item!r:.60}")
+    if fmt == "trec":
+        for number, line in numbered_lines(path):
+            if not line.strip():
+                continue
+            cols = line.split()
+            if len(cols) != 6:
+                raise RunFileError(path, number, f"expected 6 TREC columns (query_id Q0 memory_id rank score "
+                                   f"tag), found {len(cols)}: {line.strip()[:80]!r}")
+            qid, _, memory_id, rank, score, _ = cols
+            try:
+                rank_value = int(rank)
+            except ValueError:
+                raise RunFileError(path, number, f"rank {rank!r} of query {qid!r} is not an integer") from None
+            score_value = _number(score, path, number, qid)
+            entries.setdefault(qid, []).append(Entry(memory_id, score_value, rank_value, number))
+    else:
+        seen_at: dict[str, int] = {}
+        for number, line in numbered_lines(path):
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise RunFileError(path, number, f"malformed JSON: {exc.msg} (column {exc.colno})") from None
+            if not isinstance(record, dict):
+                raise RunFileError(path, number, f"expected an object {{query_id: [memory ids]}}, found "
+                                   f"{type(record).__name__}")
+            for qid, ranked in record.items():
+                if qid in seen_at:
+                    raise RunFileError(path, number, f"query {qid!r} listed again (first on line "
+                                       f"{seen_at[qid]})", "give each query one ranked list")
+                seen_at[qid] = number
+                if not isinstance(ranked, list):
+                    raise RunFileError(path, number, f"query {qid!r}: expected a list of memory ids, found "
+                                       f"{type(ranked).__name__}")
+                out = entries.setdefault(qid, [])
+                for position, item in enumerate(ranked, start=1):
+                    if isinstance(item, str):
+                        out.append(Entry(item, None, position, number))
+                        has_scores = False
+                    elif (isinstance(item, list) and len(item) == 2 and isinstance(item[0], str)
+                          and isinstance(item[1], (int, float)) and not isinstance(item[1], bool)):
+                        out.append(Entry(item[0], _number(item[1], path, number, qid), position, number))
+                    else:
+                        raise RunFileError(path, number, f"query {qid!r}, item {position}: expected a memory "
+                                           f"id or [memory_id, score], found {item!r:.60}")
     return ParsedRun(path, fmt, entries, has_scores and any(entries.values()))
 
 
@@ -239,6 +258,7 @@ def validate(parsed: ParsedRun, benchmark: Benchmark, order: str = "score", stri
             how = "native"
         positions[key] = np.array([where[e.memory_id] for e in chosen], dtype=np.int64)
         by_key[key] = (positions[key], scores, how)
+        result.depth = max(result.depth, len(chosen))
 
     plain = {qid: key for key, (split, qid) in keyed.items() if split is None}
     specific = {(split, qid): key for key, (split, qid) in keyed.items() if split is not None}
@@ -246,6 +266,8 @@ def validate(parsed: ParsedRun, benchmark: Benchmark, order: str = "score", stri
         for query in benchmark.split_queries(split):
             key = specific.get((split.name, query.id)) or plain.get(query.id)
             episode = benchmark.episodes[query.episode_id]
+            if query.scored:
+                result.pools[query.id] = len(episode)
             if key is None:
                 if query.scored:
                     problem("missing_queries", None, f"{split.name}::{query.id}" if len(benchmark.splits) > 1
@@ -256,3 +278,27 @@ def validate(parsed: ParsedRun, benchmark: Benchmark, order: str = "score", stri
             result.rankings[(split.name, query.id)] = freeze(query.id, Hits(pos, scores.astype(np.float32)),
                                                              episode, how)
     return result
+
+
+def depth_warning(path: Path, checked: Validation, metric_names: Sequence[str]) -> str | None:
+    """One line when the file ranks fewer memories than some scored query's candidate pool: the depth D, the
+    metrics that are then lower bounds of the system's scores (no cutoff, or a cutoff deeper than D) and those
+    that are exact (a cutoff of at most D). None when every pool fits (or the file ranks nothing)."""
+    from memrepro.evaluation.metrics import parse_metric
+
+    depth = checked.depth
+    deeper = [size for size in checked.pools.values() if size > depth]
+    if not depth or not deeper:
+        return None
+    cutoffs = {name: parse_metric(name)[1] for name in metric_names}
+    bounded = [name for name, k in cutoffs.items() if k is None or k > depth]
+    if not bounded:
+        return None
+    exact = [name for name, k in cutoffs.items() if k is not None and k <= depth]
+    pool = max(deeper)
+    return (f"{path} ranks at most {depth} memories per query, fewer than the candidate pool of {len(deeper)} of "
+            f"{len(checked.pools)} scored queries (up to {pool}): if the system ranked deeper (a file truncated at "
+            f"depth {depth}), {', '.join(bounded)} "
+            + ("is a lower bound of its score" if len(bounded) == 1 else "are lower bounds of its scores")
+            + (f" and {', '.join(exact)} exact" if exact else "")
+            + f"; write up to {pool} memories per query for exact scores (a memrepro run: output.top_n={pool})")

@@ -24,22 +24,23 @@ from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
 from memrepro.datasets.verify import enforce
-from memrepro.errors import EXIT_BAD_INPUT, MemreproError
+from memrepro.errors import EXIT_BAD_INPUT, MemreproError, one_line
 from memrepro.evaluation.aggregate import aggregate
 from memrepro.evaluation.freeze import TIE_RULE, FrozenRanking, freeze
 from memrepro.evaluation.metrics import compute_metrics
 from memrepro.kept_runs import KeptRuns
 from memrepro.models.encoder import CachedEncoder, resolve_device
-from memrepro.provenance import config_hash, git_commit, hardware, package_versions
+from memrepro.provenance import config_hash, git_commit, hardware, package_versions, take_warnings
 from memrepro.resume import RetrievalCheckpoint
-from memrepro.results import (RunWriter, is_complete, read_record, recover, run_dir, run_problem, stale_siblings,
-                              trec_text)
+from memrepro.results import (COMPLETE, RunWriter, is_complete, read_record, recover, run_dir, run_problem,
+                              stale_siblings, trec_text)
 from memrepro.retrievers.base import RetrievalInput, Retriever
 from memrepro.run_identity import run_id_payload
 from memrepro.run_record import RunRecord
 from memrepro.seed_reuse import ReusedSplits, find_reusable
 from memrepro.search import EpisodeIndex, SearchOptions, approximate_recall, build_index, search
 from memrepro.training.artifacts import TrainingContext
+from memrepro.training.plan import TrainingPlan, duration, needed_splits, planning_context, training_plan, where
 from memrepro.types import Benchmark, Query
 
 log = logging.getLogger("memrepro")
@@ -51,6 +52,7 @@ class RunOutcome:
     skipped: bool
     record: RunRecord
     encoded: dict[str, int]
+    restored: bool = False  # rebuilt from its kept copy (results/kept) instead of computed
 
     @property
     def metrics(self) -> dict[str, Any]:
@@ -95,37 +97,60 @@ def _reused(node: DictConfig) -> Any:
     return _REUSABLE[key]
 
 
-def run(cfg: DictConfig, retriever: Retriever | None = None) -> RunOutcome:
-    """One configured run; ``retriever`` (``memrepro.evaluate``) replaces the one ``cfg.retriever`` would build."""
+@dataclass
+class _Prepared:
+    """A configured run before anything is computed: what it reads, what it is (its id) and where it goes."""
+
+    device: str
+    benchmark: Benchmark
+    verification: dict[str, Any]
+    encoder: Any
+    retriever: Retriever
+    resolved: dict[str, Any]  # the config resolved once per run: the run id and config.yaml both read it
+    identity: dict[str, Any]
+    run_id: str
+    folder: Path
+
+
+def _prepare(cfg: DictConfig, retriever: Retriever | None, timings: dict[str, float]) -> _Prepared:
     import torch
 
-    timings: dict[str, float] = {}
     if cfg.runtime.torch_threads:
         torch.set_num_threads(int(cfg.runtime.torch_threads))
     device = resolve_device(cfg.runtime.device)
-
     start = time.perf_counter()
     benchmark, verification = load_benchmark(cfg.dataset)
     timings["load_s"] = time.perf_counter() - start
     encoder = _reused(cfg.encoder)
     retriever = retriever if retriever is not None else build(cfg.retriever)
-
-    resolved = OmegaConf.to_container(cfg, resolve=True)  # once per run: the run id and config.yaml both read it
+    resolved = OmegaConf.to_container(cfg, resolve=True)
     identity = run_id_payload(resolved, benchmark.data_sha256, encoder.identity)
     run_id = config_hash(identity)
     folder = run_dir(cfg.paths.results_dir, benchmark.name, retriever.name, encoder.label, run_id)
+    return _Prepared(device, benchmark, verification, encoder, retriever, resolved, identity, run_id, folder)
+
+
+def run(cfg: DictConfig, retriever: Retriever | None = None) -> RunOutcome:
+    """One configured run; ``retriever`` (``memrepro.evaluate``) replaces the one ``cfg.retriever`` would build."""
+    timings: dict[str, float] = {}
+    prepared = _prepare(cfg, retriever, timings)
+    device, benchmark, verification, encoder = (prepared.device, prepared.benchmark, prepared.verification,
+                                                prepared.encoder)
+    retriever, resolved, identity, run_id, folder = (prepared.retriever, prepared.resolved, prepared.identity,
+                                                     prepared.run_id, prepared.folder)
     checkpoint = RetrievalCheckpoint.for_run(folder, float(cfg.runtime.checkpoint_every_s))
     problem = run_problem(folder) if is_complete(folder) else None
     if problem:
         log.warning("%s; the run is recomputed", problem)
     kept = KeptRuns(Path(cfg.paths.results_dir), Path(cfg.paths.kept_dir))
+    restored = False
     if cfg.overwrite or not is_complete(folder) or problem or stale_siblings(folder):
         with checkpoint.locked():  # one process per run: a second launch of the same run fails instead of racing
             recover(folder)  # a commit a kill interrupted: finished or undone, never listed as a run
             if cfg.overwrite:
                 checkpoint.discard()
-            elif not is_complete(folder):
-                kept.restore_or_warn(folder, "the run is recomputed")  # a kept copy of this very run
+            elif not is_complete(folder):  # a kept copy of this very run (said below, with what recomputing costs)
+                restored = kept.restore_or_warn(folder, "the run is recomputed", announce=False)
             # another process may have completed it meanwhile
             if cfg.overwrite or not is_complete(folder) or run_problem(folder):
                 reused = ReusedSplits() if cfg.overwrite else _reusable_splits(resolved, benchmark, encoder, folder,
@@ -133,8 +158,64 @@ def run(cfg: DictConfig, retriever: Retriever | None = None) -> RunOutcome:
                 return _compute(cfg, resolved, benchmark, encoder, retriever, folder, run_id, checkpoint, device,
                                 timings, verification, identity["algorithm"], reused)
             checkpoint.discard()  # complete (a commit finished by recover): its checkpoint is spent
-    log.info("run %s is complete: skipped (set overwrite=true to redo it)", folder)
-    return RunOutcome(folder, True, read_record(folder), {"query": 0, "document": 0})
+    record = read_record(folder)
+    if restored:
+        log.info("restored run %s from its kept copy %s: %s; set overwrite=true to recompute it", run_id,
+                 kept.copy_of(folder), recompute_cost(cfg, benchmark, encoder, retriever, device, record))
+    else:
+        log.info("run %s is complete: skipped (set overwrite=true to redo it)", folder)
+    return RunOutcome(folder, True, record, {"query": 0, "document": 0}, restored)
+
+
+def dry_run(cfg: DictConfig) -> str:
+    """What ``run`` would do, as text, with nothing encoded, trained, computed or written (``run --dry-run``):
+    the training plan of the models it would train, and whether the run would be computed, restored from its kept
+    copy or skipped."""
+    prepared = _prepare(cfg, None, {})
+    device, benchmark, encoder, retriever = prepared.device, prepared.benchmark, prepared.encoder, prepared.retriever
+    run_id, folder = prepared.run_id, prepared.folder
+    kept = KeptRuns(Path(cfg.paths.results_dir), Path(cfg.paths.kept_dir))
+    if not cfg.overwrite:
+        if is_complete(folder) and not run_problem(folder):
+            cost = recompute_cost(cfg, benchmark, encoder, retriever, device, read_record(folder))
+            return f"dry run: run {run_id} is complete ({folder}): nothing to do; {cost}; overwrite=true recomputes it"
+        copy = kept.copy_of(folder)
+        if (copy / COMPLETE).is_file():
+            cost = recompute_cost(cfg, benchmark, encoder, retriever, device, read_record(copy))
+            return (f"dry run: run {run_id} would be restored from its kept copy {copy}: {cost}; overwrite=true "
+                    f"recomputes it")
+    plan = _training_plan(cfg, benchmark, encoder, retriever, device, benchmark.splits)
+    lines = [plan.render()] if plan is not None else []
+    return "\n".join([*lines, f"dry run: run {run_id} would be computed into {folder} (nothing was trained or "
+                                f"written)"])
+
+
+def _training_plan(cfg: DictConfig, benchmark: Benchmark, encoder: Any, retriever: Retriever, device: str,
+                   splits: Sequence[Any]) -> TrainingPlan | None:
+    """The models ``retriever`` trains for ``splits`` (None when it has none), found or forecast without
+    encoding or training anything: it is bound to a planning context (``memrepro.training.plan``)."""
+    bind_training = getattr(retriever, "bind_training", None)
+    if bind_training is None:
+        return None
+    bind_training(planning_context(benchmark, encoder, Path(cfg.paths.models_dir), device,
+                                   getattr(retriever, "uses_vectors", True)))
+    return training_plan(retriever, splits, device)
+
+
+def recompute_cost(cfg: DictConfig, benchmark: Benchmark, encoder: Any, retriever: Retriever, device: str,
+                   record: RunRecord) -> str:
+    """``recomputing it takes about 2 h 10 min (...)``: the phases the run recorded (``metrics.json`` timings:
+    loading, encoding, retrieval, scoring) plus the forecast of the models it would train now (absent ones)."""
+    recorded = sum(float(v) for k, v in record.timings.items() if k.endswith("_s"))
+    text = f"{duration(recorded)} of encoding, retrieval and scoring as recorded"
+    try:
+        plan = _training_plan(cfg, benchmark, encoder, retriever, device, benchmark.splits)
+    except MemreproError as exc:  # e.g. a configured checkpoint path that is gone: the run would fail there
+        return f"recomputing it takes {text}, plus training (no forecast: {one_line(exc)})"
+    if plan is None or not plan.to_do:
+        return f"recomputing it takes {text}"
+    return (f"recomputing it takes {duration(recorded + plan.seconds)} ({text}, plus {plan.summary()} on "
+            f"{where(device)}, forecast)")
 
 
 def _reusable_splits(resolved: Mapping[str, Any], benchmark: Benchmark, encoder: Any, folder: Path,
@@ -184,6 +265,9 @@ def _compute(cfg: DictConfig, resolved: Mapping[str, Any], benchmark: Benchmark,
     write one run that is not complete yet. ``resolved`` is ``cfg`` resolved to plain containers (what
     ``config.yaml`` holds)."""
     reused = reused or ReusedSplits()
+    plan = _training_plan(cfg, benchmark, encoder, retriever, device, needed_splits(benchmark.splits, reused.rows))
+    if plan is not None and plan.to_do:  # before anything is encoded or trained: what it costs, model by model
+        print(plan.render(), flush=True)
     if getattr(retriever, "uses_vectors", True):
         index, query_vectors, cached = _indexed(benchmark, encoder, Path(cfg.paths.cache_dir), device,
                                                 bool(cfg.runtime.progress), timings, search_options(cfg))
@@ -194,7 +278,8 @@ def _compute(cfg: DictConfig, resolved: Mapping[str, Any], benchmark: Benchmark,
     if bind_training is not None:
         bind_training(TrainingContext(benchmark, index, query_vectors, encoder.identity,
                                       Path(cfg.paths.models_dir), device, bool(cfg.runtime.progress),
-                                      float(cfg.runtime.checkpoint_every_s)))
+                                      float(cfg.runtime.checkpoint_every_s),
+                                      plan_printed=bool(plan is not None and plan.to_do)))
     _warm_up(index, query_vectors)
     if hasattr(retriever, "prepare"):  # optional hook: per-episode indexes etc., built outside the timed pass
         start = time.perf_counter()
@@ -245,7 +330,7 @@ def _compute(cfg: DictConfig, resolved: Mapping[str, Any], benchmark: Benchmark,
         "counts": {**counts, "loader": dict(benchmark.loader_counts)},
         "returned": returned_stats(rows),
         "summary": summary,
-        "warnings": run_warnings(benchmark, verification, cached.quarantined) + reused.notes(),
+        "warnings": run_warnings(benchmark, verification, cached.quarantined) + reused.notes() + take_warnings(),
         "latency": {
             "batched_amortized_ms_per_query": 1000.0 * timings["retrieve_s"] / max(1, n_retrieved),
             "batch1": {k: v for k, v in batch1.items() if k != "per_query_ms"},
@@ -590,7 +675,7 @@ def run_warnings(benchmark: Benchmark, verification: Mapping[str, Any] | None,
             out.append(f"unverified data: {check['path']} has sha256 {check['actual']}, not the pinned "
                        f"{check['expected']}")
     for shard in quarantined:
-        out.append(f"embedding cache shard {shard['path']} was damaged ({shard['reason']}): quarantined and "
+        out.append(f"embedding cache shard {shard['path']} failed its check ({shard['reason']}): quarantined and "
                    f"re-encoded")
     return out
 

@@ -1,9 +1,12 @@
 """Config values checked where they enter: every key with a range, before anything loads or runs.
 
-The schemas (``memrepro/config.py``) already refuse unknown keys and wrong types at composition; this adds the
-ranges a type cannot say (``alpha`` in [0, 1], ``batch_size >= 1``, an engine name, a noise level), so a value
-outside them fails in one line naming the key, the value and what is allowed (:class:`ConfigError`) instead of
-running to a COMPLETE result that means something else, or a traceback from deep inside.
+The schemas (``memrepro/config.py``) already refuse unknown keys and wrong types at composition, except a key
+added with ``+key=value``, which Hydra applies even to a structured config: :func:`check_closed_schema` refuses
+that (the run config is a closed schema: an added key is ignored or reaches a constructor, and it changes the run
+id). This adds the ranges a type cannot say (``alpha`` in [0, 1], ``batch_size >= 1``, an engine name, a noise
+level), so a value outside them fails in one line naming the key, the value and what is allowed
+(:class:`ConfigError`) instead of running to a COMPLETE result that means something else, or a traceback from deep
+inside.
 
 Rules are keyed by field name and apply to every node of a group (a cascade's ``first_stage`` is a retriever too),
 so a new retriever with a ``k`` or an ``alpha`` is covered without an edit here.
@@ -11,13 +14,15 @@ so a new retriever with a ``k`` or an ``alpha`` is covered without an edit here.
 
 from __future__ import annotations
 
+import dataclasses
 import math
+import os
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
 from omegaconf import DictConfig, OmegaConf
 
-from memrepro.errors import ConfigError
+from memrepro.errors import ConfigError, unknown_config_key
 from memrepro.retrievers.arms import ARMS
 from memrepro.retrievers.rfmem.params import CHOICES, ENGINES, LATENCY_SCOPES
 
@@ -42,6 +47,12 @@ def _int_at_least(low: int, optional: bool = False) -> Rule:
     text = f"an integer >= {low}" + (" or null" if optional else "")
     return Rule(lambda v: (optional and v is None) or (isinstance(v, int) and not isinstance(v, bool) and v >= low),
                 text)
+
+
+def _int_in_range(low: int, high: int, optional: bool = False, why: str = "") -> Rule:
+    text = f"an integer in [{low}, {high}]" + (f" ({why})" if why else "") + (" or null" if optional else "")
+    return Rule(lambda v: (optional and v is None) or (isinstance(v, int) and not isinstance(v, bool)
+                                                       and low <= v <= high), text)
 
 
 def _in_range(low: float, high: float, optional: bool = False) -> Rule:
@@ -96,9 +107,11 @@ def _optional(rule: Rule) -> Rule:
 
 # training recipes (``retriever.cross_encoder.recipe.*``, ``retriever.model.recipe.*``): the fields of
 # ``memrepro.training.recipes``, checked here so a bad value fails before a model is built or trained
+# an AdamW step size: the recipes here train at 2e-5 to 1e-3, and far above that the weights go to NaN
+LEARNING_RATE = Rule(lambda v: _number(v) and 0.0 < v <= 1.0, "a learning rate in (0, 1]")
 RECIPE_RULES: Mapping[str, Rule] = {
-    "lr": _above(0.0),
-    "head_lr": _optional(_above(0.0)),
+    "lr": LEARNING_RATE,
+    "head_lr": _optional(LEARNING_RATE),
     "weight_decay": _above(0.0, inclusive=True),
     "epochs": _int_at_least(1),
     "batch_records": _int_at_least(1),
@@ -152,7 +165,8 @@ ENCODER_RULES: Mapping[str, Rule] = {
 RUN_RULES: Mapping[str, Rule] = {
     "runtime.batch_size": _int_at_least(1),
     "runtime.checkpoint_every_s": _above(0.0, inclusive=True),
-    "runtime.torch_threads": _int_at_least(1, optional=True),
+    # more threads than CPUs only slows torch down, and far more cannot even be started (a MemoryError)
+    "runtime.torch_threads": _int_in_range(1, os.cpu_count() or 1, optional=True, why="this machine's CPU count"),
     "runtime.device": Rule(lambda v: _device_name_ok(v), DEVICES),
     "output.top_n": _int_at_least(1),
     "latency.batch1_queries": _int_at_least(0),
@@ -245,12 +259,49 @@ def _get(cfg: Any, dotted: str) -> tuple[bool, Any]:
     return True, _plain(node)
 
 
-def validate_run_config(cfg: DictConfig) -> None:
-    """Every range check of a ``run`` config; raises :class:`ConfigError` at the first value out of range."""
-    for key, rule in RUN_RULES.items():
+def check_closed_schema(node: Any, prefix: str = "") -> None:
+    """Every key of a config node typed by a schema dataclass is one of its fields (nodes without a schema, such
+    as ``retriever.params`` of ``retriever=external``, take any key); raises
+    :class:`memrepro.errors.UnknownNameError` naming the key and the nearest fields."""
+    if not isinstance(node, DictConfig):
+        return
+    schema = OmegaConf.get_type(node)
+    fields = {f.name for f in dataclasses.fields(schema)} if dataclasses.is_dataclass(schema) else None
+    for key, value in node.items_ex(resolve=False):  # interpolations stay unresolved: each node is walked once
+        name = f"{prefix}.{key}" if prefix else str(key)
+        if fields is not None and key not in fields:
+            raise unknown_config_key(name, schema)
+        check_closed_schema(value, name)
+
+
+def validate_metrics(cfg: DictConfig) -> None:
+    """``metrics.names`` / ``metrics.extra``: names the metrics module can compute."""
+    for key in ("metrics.names", "metrics.extra"):
+        present, names = _get(cfg, key)
+        if not present or not names:
+            continue
+        from memrepro.evaluation.metrics import parse_metric  # loads torch: only when metrics are named
+
+        for name in names:
+            try:
+                parse_metric(str(name))
+            except ValueError as exc:
+                raise ConfigError(key, name, f"a metric name ({exc})") from None
+
+
+def _check_rules(cfg: DictConfig, keys: Any) -> None:
+    for key in keys:
         present, value = _get(cfg, key)
         if present:
-            _check(key, value, rule)
+            _check(key, value, RUN_RULES[key])
+
+
+def validate_run_config(cfg: DictConfig) -> None:
+    """Every key and range check of a ``run`` config; raises :class:`ConfigError` (an unknown key:
+    :class:`memrepro.errors.UnknownNameError`) at the first key or value that is not allowed."""
+    check_closed_schema(cfg)
+    validate_metrics(cfg)
+    _check_rules(cfg, RUN_RULES)
     for group, check in (("dataset", validate_dataset), ("retriever", validate_retriever),
                          ("encoder", validate_encoder)):
         if group in cfg:
@@ -262,10 +313,8 @@ def validate_run_config(cfg: DictConfig) -> None:
 
 
 def validate_train_config(cfg: DictConfig) -> None:
-    for key in ("runtime.batch_size", "runtime.device"):
-        present, value = _get(cfg, key)
-        if present:
-            _check(key, value, RUN_RULES[key])
+    check_closed_schema(cfg)
+    _check_rules(cfg, ("runtime.batch_size", "runtime.torch_threads", "runtime.device"))
     for group, check in (("dataset", validate_dataset), ("retriever", validate_retriever),
                          ("first_stage", validate_retriever), ("encoder", validate_encoder)):
         if group in cfg and cfg[group] is not None:
@@ -274,3 +323,14 @@ def validate_train_config(cfg: DictConfig) -> None:
         present, value = _get(cfg, key)
         if present:
             validate_device(key, value)
+
+
+def validate_eval_config(cfg: DictConfig) -> None:
+    """An ``eval`` config: its keys, metrics, ``output.top_n`` and the run file's format and order."""
+    from memrepro.runfile import FORMATS, ORDERS
+
+    check_closed_schema(cfg)
+    validate_metrics(cfg)
+    _check_rules(cfg, ("output.top_n",))
+    for key, rule in (("format", _one_of(*FORMATS)), ("order", _one_of(*ORDERS))):
+        _check(key, cfg[key], rule)

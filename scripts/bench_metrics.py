@@ -1,4 +1,4 @@
-"""Metric scoring speed, side by side in one process (``make bench``; issue 15 §3).
+"""Metric scoring speed, side by side in one process (``make bench``; docs/performance.md#benchmarks).
 
 Retrieves one benchmark once (default LoCoMo raw dense, every split: 4,955 rows), then times, interleaved
 ``--repeats`` times on the same frozen rankings:

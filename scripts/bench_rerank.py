@@ -1,5 +1,5 @@
 """Reranking cost: the v2 cascade (top-10, v2 format) vs the full pool (top-500, plain pairs) with the **same**
-cross-encoder and the same max length, side by side in one process (``make bench``; issue 15 §5).
+cross-encoder and the same max length, side by side in one process (``make bench``; docs/performance.md#benchmarks).
 
 ConvMemory reports ~68x (28.6 ms vs 1960.2 ms on an RTX 4080 SUPER, with mxbai-large for the pool). Here both
 stages use one model and one max length, so the ratio isolates the candidate count (and the v2 prefix). Two

@@ -1,7 +1,8 @@
 #!/usr/bin/env python
 """Side-by-side Recollection timing: the compiled engine vs the faithful per-query loop, in one process.
 
-Synthetic pools shaped like the benchmarks the engines serve (``../shared/specs/retrievers.md`` §3, §5):
+Synthetic pools shaped like the benchmarks the engines serve (docs/retrievers.md#recollection,
+docs/retrievers.md#rf-mem-hyper-parameters):
 
 * ``personabench`` — 263 queries over 6 pools of 64–110 memories (PersonaBench, noise 0.0), with the settings
   that reproduce the paper's Recollection R@10 (B=3, F=2, α=0.2, λ_mmr=0.9, K=10, R=10) and R@5 (B=3, F=1,

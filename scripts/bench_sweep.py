@@ -1,9 +1,10 @@
-"""Where a sweep's wall time goes (issue 15 §4): runs one Hydra multirun (`python -m memrepro run -m ...`) into a
-fresh results folder, times its wall clock from outside, and reads every point's ``metrics.json`` timings back:
-retrieval, batch-1 latency, encode/index, scoring, and the rest (process start, Hydra, writing).
+"""Where a sweep's wall time goes (docs/performance.md#where-the-time-goes): runs one Hydra multirun
+(`python -m memrepro run -m ...`) into a fresh results folder, times its wall clock from outside, and reads every
+point's ``metrics.json`` timings back: retrieval, batch-1 latency, encode/index, scoring, and the rest (process
+start, Hydra, writing).
 
-Default: the 36-point α × τ RF-Mem sweep on PersonaBench (mpnet, compiled engine) from cached embeddings, the
-sweep the issue's target is stated for (≥ 25 % of the wall in retrieval). Any other sweep: pass its overrides.
+Default: the 36-point α × τ RF-Mem sweep on PersonaBench (mpnet, compiled engine) from cached embeddings, where
+retrieval is cheapest next to the per-point overhead. Any other sweep: pass its overrides.
 
     python scripts/bench_sweep.py
     python scripts/bench_sweep.py dataset=personabench encoder=minilm "retriever.k=5,10,20"

@@ -1,4 +1,4 @@
-"""Agreement and speed of runs that differ only in ``retriever.engine`` (faithful vs each other engine), as issue #4 asks.
+"""Agreement and speed of runs that differ only in ``retriever.engine`` (faithful vs each other engine).
 
 Prints, per pair of complete runs under ``--results``, the share of identical rankings, the delta of the primary
 metric and the retrieval-time ratio; ``python -m memrepro tables`` writes the same as ``engine_agreement.*``.

@@ -1,6 +1,6 @@
-"""The GPU check (issue 15 §6), one table. Called by ``scripts/gpu_check.sh``; runs on a CPU-only machine too
-(``--cpu-fallback`` or no CUDA), where every GPU column says ``n/a`` and the CPU side still runs at small sizes,
-so the script itself is tested here.
+"""The GPU check (docs/performance.md#the-gpu-check), one table. Called by ``scripts/gpu_check.sh``; runs on a
+CPU-only machine too (``--cpu-fallback`` or no CUDA), where every GPU column says ``n/a`` and the CPU side still
+runs at small sizes, so the script itself is tested here.
 
 (a) LoCoMo-sized dense search (many small episodes, full rankings), batched, GPU vs CPU: ms/query, identical
     rankings (real LoCoMo pools when the data is present; seeded vectors, 768-d);

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# The GPU check (issue 15 §6): on a CUDA machine, install what is missing, run the CUDA-relevant tests, measure
-# (a) LoCoMo dense GPU vs CPU, (b) cross-encoder cascade / full pool, (c) exact top-10 at 1M (faiss-gpu or
-# torch.topk vs torch), (d) mpnet fp32 vs fp16 encode, and print one table. Budget: under 8 minutes.
-# Without CUDA (or with --cpu-fallback) it runs the same checks at small sizes on the CPU and says so.
+# The GPU check (docs/performance.md#the-gpu-check): on a CUDA machine, install what is missing, run the CUDA-relevant
+# tests, measure (a) LoCoMo dense GPU vs CPU, (b) cross-encoder cascade / full pool, (c) exact top-10 at 1M (faiss-gpu
+# or torch.topk vs torch), (d) mpnet fp32 vs fp16 encode, and print one table. Budget: under 8 minutes. Without CUDA
+# (or with --cpu-fallback) it runs the same checks at small sizes on the CPU and says so.
 #
 #   scripts/gpu_check.sh                 # on the GPU machine, from the repository root
 #   scripts/gpu_check.sh --cpu-fallback  # what the test suite runs here

@@ -1,6 +1,7 @@
-"""Pre-screen a v1 teacher before paying for its training (issue #12 §2): on an even sample of one split seed's dev
-questions (the ones v1 trains on; no test conversation is read), how well does a cross-encoder order the dense
-top-500 that v1's pairwise term takes its top-16 / bottom-64 from, against the dense cosine (the default teacher)?
+"""Pre-screen a v1 teacher before paying for its training (docs/convmemory-training.md#pre-screening-a-recipe): on
+an even sample of one split seed's dev questions (the ones v1 trains on; no test conversation is read), how well
+does a cross-encoder order the dense top-500 that v1's pairwise term takes its top-16 / bottom-64 from, against the
+dense cosine (the default teacher)?
 
     python scripts/probe_v1_teacher.py --seed 7 --questions 40 \\
         --teacher-model 'models/cross_encoder/71058ea7f471466a/seed{seed}'

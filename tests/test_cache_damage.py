@@ -136,8 +136,10 @@ def test_intact_legacy_shard_is_adopted(tmp_path: Path) -> None:
     base, reference = _shard(tmp_path)
     meta = Path(str(base) + META_SUFFIX)
     meta.unlink()
-    cache = EmbeddingCache(tmp_path, {**FakeEncoder(dim=64).identity, "prefix": ""})
-    found, missing = cache.lookup([cache_module.text_sha256(t) for t in TEXTS])
+    encoder = FakeEncoder(dim=64)  # without digests, each row is re-encoded and compared before it is adopted
+    cache = EmbeddingCache(tmp_path, {**encoder.identity, "prefix": ""},
+                           reencode=lambda texts: encoder.encode(texts, "document"))
+    found, missing = cache.lookup([cache_module.text_sha256(t) for t in TEXTS], TEXTS)
     assert not missing and not cache.quarantined
     np.testing.assert_array_equal(np.stack([found[i] for i in range(len(TEXTS))]), reference)
     assert json.loads(meta.read_text())["adopted"] is True

@@ -259,13 +259,13 @@ def test_eval_failure_is_one_line_and_writes_nothing(tmp_path: Path, fixtures_di
     query = _benchmark(fixtures_dir).queries[0]
     path = _write(tmp_path, f"{query.id} Q0 D77:1 1 0.5 x\n")
     out = memrepro("eval", TWO, f"run_file={path}", tmp=tmp_path, data_dir=fixtures_dir)
-    assert out.returncode == 1 and "Traceback" not in out.stderr
+    assert out.returncode == 2 and "Traceback" not in out.stderr
     assert out.stderr.strip().count("\n") == 0 and "run.trec:1: unknown memory id 'D77:1'" in out.stderr
     assert not (tmp_path / "results").exists()
     strict = _write(tmp_path, f"{query.id} Q0 {_benchmark(fixtures_dir).episodes[query.episode_id].ids[0]} 1 1 x\n",
                     "partial.trec")
     out = memrepro("eval", TWO, f"run_file={strict}", "strict=true", tmp=tmp_path, data_dir=fixtures_dir)
-    assert out.returncode == 1 and "missing" not in out.stdout and not (tmp_path / "results").exists()
+    assert out.returncode == 2 and "missing" not in out.stdout and not (tmp_path / "results").exists()
     assert "strict=true" in out.stderr
     no_file = memrepro("eval", TWO, tmp=tmp_path, data_dir=fixtures_dir)
     assert no_file.returncode == 2 and "run_file is required" in no_file.stderr and "Traceback" not in no_file.stderr
@@ -287,11 +287,11 @@ def test_order_rank_keeps_the_files_order(tmp_path: Path, fixtures_dir: Path) ->
 
 # ------------------------------------------------------------------------------------------------ §3 own retriever
 
-README = (REPO / "README.md").read_text()
+README = (REPO / "docs" / "own-system.md").read_text()  # the "Score your own system" page
 
 
 def readme_block(language: str, after: str) -> str:
-    section = README[README.index("## Score your own system"):]
+    section = README[README.index("# Score your own system"):]
     section = section[section.index(after):] if after else section
     return re.search(rf"```{language}\n(.*?)```", section, re.S).group(1)
 
@@ -439,7 +439,7 @@ def test_compare_uses_the_tables_bootstrap_and_refuses_mismatches(two_runs, tmp_
     with pytest.raises(CompareError, match="different scored query sets .* only in the first"):
         check_comparable(load_run(dense), load_run(by_seeds[2]), ["mrr"])
     refused = memrepro("compare", str(dense), str(by_seeds[2]), tmp=tmp, data_dir=fixtures_dir)
-    assert refused.returncode == 1 and refused.stderr.count("\n") == 1 and "Traceback" not in refused.stderr
+    assert refused.returncode == 2 and refused.stderr.count("\n") == 1 and "Traceback" not in refused.stderr
     assert "--shared" in refused.stderr  # the fix is named
     # --shared: paired over the units both scored (the two seeds), means over those units, never the whole run's
     full, two = load_run(dense), load_run(by_seeds[2])
@@ -467,7 +467,7 @@ def test_compare_refuses_a_damaged_run_instead_of_comparing_its_numbers(two_runs
     with pytest.raises(CompareError, match="queries.jsonl.*differs from the run's manifest"):
         load_run(edited)
     refused = memrepro("compare", str(dense), str(edited), "--metric", "mrr", tmp=tmp, data_dir=fixtures_dir)
-    assert refused.returncode == 1 and refused.stderr.count("\n") == 1 and "Traceback" not in refused.stderr
+    assert refused.returncode == 2 and refused.stderr.count("\n") == 1 and "Traceback" not in refused.stderr
     assert str(edited / "queries.jsonl") in refused.stderr and not refused.stdout.strip()
 
 

@@ -4,7 +4,7 @@ validation built handed to its launch instead of being built again.
 
 Why: Hydra composes every job's config from the YAML files, once to validate the batch and once to launch it
 (about 0.3 s each here), while a point of an RF-Mem α × τ sweep retrieves in about 0.07 s; composition was most
-of a sweep's wall time (issue 15 §4). Overrides that pick no config group (``retriever.recollection.alpha=0.3``)
+of a sweep's wall time. Overrides that pick no config group (``retriever.recollection.alpha=0.3``)
 do not change the defaults list, so the config of a job differs from the config composed for its group choices
 only by those values, applied by Hydra's own override code (``_apply_overrides_to_config``) in the same order
 and followed by the same ``hydra.overrides`` / ``override_dirname`` bookkeeping. Anything else (a group choice,

@@ -1,4 +1,4 @@
-"""``python -m memrepro bench scale``: exact top-k search at 10k / 100k / 1M memories, side by side (issue 15 §2).
+"""``python -m memrepro bench scale``: exact top-k search at 10k / 100k / 1M memories, side by side.
 
 One process times memrepro's ``search`` (one episode of N memories, ``search.backend=auto``), FAISS
 ``IndexFlatIP`` and NumPy (matmul + ``argpartition`` + sort of the k), interleaved ``--repeats`` times on the
@@ -27,6 +27,7 @@ from typing import Callable
 
 import numpy as np
 
+from memrepro.errors import EXIT_BAD_INPUT
 from memrepro.limits import DEFAULT_CHUNK_BYTES
 
 SIZES = (10_000, 100_000, 1_000_000)
@@ -291,12 +292,19 @@ def table(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
+USAGE = ("usage: python -m memrepro bench scale [--sizes 10000,100000,1000000] [--corpus synthetic|replicated] "
+         "[--queries 1000] [--dim 384] [--repeats 3] [--no-memory] [--locomo] [--json FILE]")
+
+
 def main() -> int:
     argv = sys.argv[1:]
+    if argv and argv[0] in ("-h", "--help", "help"):
+        print(f"{USAGE}\n\n{__doc__.strip()}\n\n`python -m memrepro bench scale --help` describes every option")
+        return 0
     if not argv or argv[0] != "scale":
-        print("usage: python -m memrepro bench scale [--sizes 10000,100000,1000000] [--corpus synthetic|replicated]"
-              " [--queries 1000] [--dim 384] [--repeats 3] [--no-memory] [--locomo] [--json FILE]", file=sys.stderr)
-        return 2
+        given = f"unknown benchmark {argv[0]!r}" if argv else "no benchmark named"
+        print(f"memrepro: error: bench: {given}; {USAGE}", file=sys.stderr)
+        return EXIT_BAD_INPUT
     parser = argparse.ArgumentParser(prog="memrepro bench scale", description=__doc__)
     parser.add_argument("--sizes", default=",".join(str(s) for s in SIZES))
     parser.add_argument("--corpus", choices=("synthetic", "replicated"), default="synthetic")

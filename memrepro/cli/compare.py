@@ -12,8 +12,6 @@ import argparse
 import sys
 from pathlib import Path
 
-from memrepro.errors import MemreproError
-
 
 def main(argv: list[str] | None = None) -> int:
     from memrepro.compare import LEGEND, compare, load_run
@@ -32,12 +30,8 @@ def main(argv: list[str] | None = None) -> int:
                         "units both scored (n says how many)")
     parser.add_argument("--out", default=None, help="also write PREFIX.md, PREFIX.tex and PREFIX.csv")
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
-    try:
-        runs = [load_run(path) for path in args.runs]
-        frame = compare(runs, args.metric, args.by, args.resamples, args.seed, args.shared)
-    except MemreproError as exc:
-        print(f"memrepro: error: {exc}", file=sys.stderr)
-        return 1
+    runs = [load_run(path) for path in args.runs]  # a refusal is a CompareError: one line, exit 2 (bad input)
+    frame = compare(runs, args.metric, args.by, args.resamples, args.seed, args.shared)
     legend = LEGEND.format(resamples=args.resamples, seed=args.seed)
     print(latex(frame, caption="memrepro compare") if args.latex else markdown(frame))
     print(f"\n{legend}")

@@ -11,7 +11,7 @@ from pathlib import Path
 from memrepro.datasets.catalogue import DOWNLOADS, catalogue
 from memrepro.datasets.download import ChecksumMismatch, OfflineError, check, download
 from memrepro.datasets.io import DATA_DIR_ENV, data_root
-from memrepro.errors import MemreproError
+from memrepro.errors import EXIT_BAD_INPUT, MemreproError
 
 BENCHMARKS = ("locomo", "longmemeval", "personabench", "personamem")
 
@@ -42,24 +42,32 @@ def cmd_check(args: argparse.Namespace) -> int:
             shown = status.sha256[:12] + "…" if status.sha256 else "-"
             print(f"{status.state:<9} {status.entry.path}  {shown}  {status.entry.note}")
     print(f"data root {root}: " + ", ".join(f"{n} {state}" for state, n in sorted(by_state.items())))
+    refused = False
     if args.stats:
         from memrepro.datasets.stats import benchmark_stats, personamem_question_stats
+        from memrepro.datasets.verify import check_files, describe_mismatch
 
         out_dir = Path(args.stats_dir)
         out_dir.mkdir(parents=True, exist_ok=True)
         for name, load in _stats_loaders(root).items():
             if args.benchmark and not any(name.startswith(b) for b in args.benchmark):
                 continue
+            target = out_dir / f"{name}.json"
             try:
                 loaded = load()
-                stats = benchmark_stats(loaded) if hasattr(loaded, "episodes") else personamem_question_stats(loaded)
             except MemreproError as exc:
                 print(f"stats {name}: skipped ({str(exc).splitlines()[0]})")
                 continue
-            target = out_dir / f"{name}.json"
-            tmp = target.with_suffix(".json.tmp")
-            tmp.write_text(json.dumps(stats, indent=2) + "\n")
-            os.replace(tmp, target)
+            files = loaded.files if hasattr(loaded, "episodes") else (loaded.file,)
+            bad = [c for c in check_files(files) if c.state == "mismatch"]
+            if bad:  # statistics of an unverified file would pass for the pinned data's
+                refused = True
+                print(f"memrepro: error: {describe_mismatch(bad[0], root)}; statistics {name} not written "
+                      f"({target} left as it was); restore the file (`python -m memrepro data download`), then "
+                      f"rerun", file=sys.stderr)
+                continue
+            stats = benchmark_stats(loaded) if hasattr(loaded, "episodes") else personamem_question_stats(loaded)
+            _write_atomic(target, json.dumps(stats, indent=2) + "\n")
             if "episodes" in stats:
                 spread = stats["memories_per_episode"]
                 print(f"stats {name}: {stats['queries']} queries ({stats['scored_queries']} scored), "
@@ -67,7 +75,20 @@ def cmd_check(args: argparse.Namespace) -> int:
                       f"({spread['min']}/{spread['mean']}/{spread['max']} per episode) → {target}")
             else:
                 print(f"stats {name}: {stats['queries']} questions, {stats['shared_contexts']} contexts → {target}")
+    if refused:
+        return EXIT_BAD_INPUT
     return 1 if any(s.problem for s in statuses) else 0
+
+
+def _write_atomic(target: Path, text: str) -> None:
+    """Through a temporary sibling, removed when the write fails: a reader sees the old file or the new one."""
+    tmp = target.with_name(f".{target.name}.tmp-{os.getpid()}")
+    try:
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, target)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
 
 
 def cmd_download(args: argparse.Namespace) -> int:

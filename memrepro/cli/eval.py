@@ -16,7 +16,7 @@ from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, DictConfig, OmegaConf
 
 from memrepro.config import MetricsConfig, OutputConfig, PathsConfig
-from memrepro.errors import MemreproError
+from memrepro.errors import ConfigError
 from memrepro.run_record import RunRecord
 from memrepro.paths import CONFIG_DIR
 
@@ -55,7 +55,7 @@ def evaluate_run_file(cfg: DictConfig) -> EvalOutcome:
     from memrepro.provenance import config_hash, git_commit, package_versions
     from memrepro.results import is_complete, read_record, run_dir, run_problem
     from memrepro.run_identity import semantic_config
-    from memrepro.runfile import WARNING_FIXES, read_run_file, validate
+    from memrepro.runfile import WARNING_FIXES, depth_warning, read_run_file, validate
     from memrepro.runner import (load_benchmark, metric_names_for, returned_stats, run_warnings, score_rankings,
                                  write_run)
 
@@ -75,6 +75,10 @@ def evaluate_run_file(cfg: DictConfig) -> EvalOutcome:
     run_id = config_hash({"config": semantic, "data_sha256": benchmark.data_sha256, "run_file_sha256": run_sha})
     folder = run_dir(cfg.paths.results_dir, benchmark.name, name, cfg.encoder_label, run_id)
     warnings = [f"{line}: {WARNING_FIXES[kind]}" for kind, line in zip(checked.warnings, checked.lines())]
+    metric_names = metric_names_for(cfg, benchmark)
+    truncated = depth_warning(parsed.path, checked, metric_names)
+    if truncated:
+        warnings.append(f"warning: {truncated}")
     if is_complete(folder) and not cfg.overwrite:
         problem = run_problem(folder)  # as `run` does: a damaged folder is rescored, never returned as done
         if not problem:
@@ -82,7 +86,6 @@ def evaluate_run_file(cfg: DictConfig) -> EvalOutcome:
         warnings.append(f"{problem}; the run is rescored")
 
     start = time.perf_counter()
-    metric_names = metric_names_for(cfg, benchmark)
     rows, counts, summary = score_rankings(benchmark, checked.rankings, {}, metric_names, {}, int(cfg.output.top_n))
     timings["metrics_s"] = time.perf_counter() - start
     retriever = {"name": name, "external_run_file": str(parsed.path), "format": parsed.format,
@@ -101,7 +104,7 @@ def evaluate_run_file(cfg: DictConfig) -> EvalOutcome:
         "counts": {**counts, "loader": dict(benchmark.loader_counts)},
         "returned": returned_stats(rows),
         "summary": summary,
-        "warnings": run_warnings(benchmark, verification),
+        "warnings": run_warnings(benchmark, verification) + ([truncated] if truncated else []),
         "latency": {},  # an external run carries no timing memrepro measured
         "timings": timings,
         "validation": {"warnings": dict(checked.warnings), "examples": checked.examples, "strict": bool(cfg.strict),
@@ -125,19 +128,18 @@ def evaluate_run_file(cfg: DictConfig) -> EvalOutcome:
 
 @hydra.main(version_base="1.3", config_path=str(CONFIG_DIR), config_name="eval")
 def main(cfg: DictConfig) -> None:
+    from memrepro.cli.failures import reported
     from memrepro.report import summary_table
+    from memrepro.validate import validate_eval_config
 
-    if OmegaConf.is_missing(cfg, "run_file"):
-        print("memrepro: error: config key run_file is required, e.g. python -m memrepro eval dataset=locomo "
-              "run_file=path/to/run.trec", file=sys.stderr)
-        sys.exit(2)
-    try:
+    with reported():  # one line and an exit code per failure: 2 for a bad config or run file, 1 for the rest
+        if OmegaConf.is_missing(cfg, "run_file"):
+            raise ConfigError("run_file", MISSING, "a TREC or JSONL run file, e.g. python -m memrepro eval "
+                              "dataset=locomo run_file=path/to/run.trec (run_file is required)")
+        validate_eval_config(cfg)
         outcome = evaluate_run_file(cfg)
-    except MemreproError as exc:
-        print(f"memrepro: error: {exc}", file=sys.stderr)
-        sys.exit(1)
-    for line in outcome.warnings:
-        print(line, file=sys.stderr)
-    state = "skipped (already complete)" if outcome.skipped else "done"
-    print(f"\n{state}: {outcome.folder}")
-    print(summary_table(outcome.record))
+        for line in outcome.warnings:
+            print(line, file=sys.stderr)
+        state = "skipped (already complete)" if outcome.skipped else "done"
+        print(f"\n{state}: {outcome.folder}")
+        print(summary_table(outcome.record))

@@ -1,11 +1,13 @@
 """One error style for every command: one line on stderr (what, where, the fix) and an exit code.
 
-2: bad input (config value, data file, model), 1: a failed run (a write refused by the OS, an internal error),
-130: Ctrl-C, 143: SIGTERM. ``--debug`` (or ``HYDRA_FULL_ERROR=1``) prints the traceback as well.
+2: bad input (a config key or value, a data or run file, a model), 1: a failed run (a write refused by the OS, an
+internal error), 130: Ctrl-C, 143: SIGTERM (the codes of :mod:`memrepro.errors`). ``--debug`` (or
+``HYDRA_FULL_ERROR=1``) prints the traceback as well.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import errno
 import os
 import signal
@@ -14,7 +16,8 @@ import traceback
 from contextlib import contextmanager
 from typing import Iterator
 
-from memrepro.errors import EXIT_BAD_INPUT, EXIT_FAILED, MemreproError, one_line
+from memrepro.errors import (EXIT_BAD_INPUT, EXIT_FAILED, EXIT_INTERRUPTED, EXIT_TERMINATED, MemreproError,
+                             UnknownNameError, nearest, one_line, unknown_config_key)
 
 DEBUG_ENV = "MEMREPRO_DEBUG"
 
@@ -69,10 +72,10 @@ def reported() -> Iterator[None]:
         raise
     except KeyboardInterrupt:
         _say("interrupted (Ctrl-C); rerun the same command to resume from the last saved batch")
-        sys.exit(130)
+        sys.exit(EXIT_INTERRUPTED)
     except Terminated:
         _say("terminated (SIGTERM); rerun the same command to resume from the last saved batch")
-        sys.exit(143)
+        sys.exit(EXIT_TERMINATED)
     except MemreproError as exc:
         if debug_enabled():
             traceback.print_exc()
@@ -89,3 +92,36 @@ def reported() -> Iterator[None]:
             traceback.print_exc()
         _say(f"internal error: {type(exc).__name__}: {one_line(exc)} (rerun with --debug for the traceback)")
         sys.exit(EXIT_FAILED)
+
+
+class CompositionError(MemreproError):
+    """Hydra could not compose the config (a bad override, a wrong type): its message on one line."""
+
+    exit_code = EXIT_BAD_INPUT
+
+
+# Schemas share their group's folder in Hydra's ConfigStore (memrepro/config.py) but are not choices to offer.
+SCHEMA_SUFFIX = "_schema"
+
+
+def composition_error(exc: Exception) -> MemreproError:
+    """A failed Hydra composition as one error: a mistyped config group option or key names the nearest valid
+    names (Hydra's own message lists search paths, or suggests ``+key=value``, which the closed schema refuses)."""
+    from hydra.errors import MissingConfigException
+    from omegaconf.errors import ConfigAttributeError, ConfigKeyError, OmegaConfBaseException
+
+    if isinstance(exc, MissingConfigException) and exc.options and "/" in (exc.missing_cfg_file or ""):
+        group, choice = exc.missing_cfg_file.rsplit("/", 1)
+        options = [o for o in exc.options if not o.endswith(SCHEMA_SUFFIX)]
+        example = (nearest(choice, options) or options)[:1]
+        return UnknownNameError("option", choice, options, f"choose one, e.g. {group}={example[0]}" if example else
+                                "add a config file to the group", context=f"of config group {group}")
+    cause = exc.__cause__
+    schema = getattr(cause, "object_type", None)
+    if (isinstance(cause, (ConfigKeyError, ConfigAttributeError)) and getattr(cause, "full_key", None)
+            and dataclasses.is_dataclass(schema)):
+        return unknown_config_key(str(cause.full_key), schema)
+    detail = one_line(exc)
+    if isinstance(cause, OmegaConfBaseException) and str(cause) not in str(exc):
+        detail += f"; {one_line(cause)}"
+    return CompositionError(f"config: {detail}; `--cfg job` prints the composed config, `--help` the groups")

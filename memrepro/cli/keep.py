@@ -29,7 +29,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--results", type=Path, default=Path(os.environ.get("MEMREPRO_RESULTS_DIR", "results")))
     parser.add_argument("--kept", type=Path, default=Path(os.environ.get("MEMREPRO_KEPT_DIR", "results/kept")))
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
-    kept = KeptRuns(args.results, args.kept)
+    kept = KeptRuns(args.results, args.kept, say=lambda line: print(f"memrepro: {line}", file=sys.stderr))
     if (args.restore or args.list) and args.folders:
         parser.error("--restore / --list take no run folders")
     if not (args.restore or args.list or args.folders):

@@ -20,9 +20,13 @@ log = logging.getLogger("memrepro")
 def main(cfg: DictConfig) -> None:
     with reported():  # one line and an exit code per failure, in a launcher's job process too
         validate_run_config(cfg)  # every value checked before anything loads: key, value, allowed range
-        from memrepro.runner import run
+        from memrepro.runner import dry_run, run
+        from memrepro.training.plan import plan_only
 
+        if plan_only():  # --dry-run: the training plan and what would happen; nothing trained or written
+            print(dry_run(cfg))
+            return
         outcome = run(cfg)
-    state = "skipped (already complete)" if outcome.skipped else "done"
+    state = "restored" if outcome.restored else "skipped (already complete)" if outcome.skipped else "done"
     print(f"\n{state}: {outcome.folder}")
     print(summary_table(outcome.record))

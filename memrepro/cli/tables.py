@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
@@ -21,14 +22,16 @@ from memrepro.tables.convmemory import (ablation_table, calibration_table, cost_
                                          reproduction_cells, select)
 from memrepro.tables.engines import agreement_table
 from memrepro.tables.render import write_table
-from memrepro.tables.reproduction import Cell, summary_line
+from memrepro.tables import committed
+from memrepro.tables.report import render_report, write_headline
+from memrepro.tables.reproduction import Cell, summary_of_verdicts
 from memrepro.tables.rfmem_figures import render_figures, write_index
 from memrepro.tables.runs import complete_runs
 
 CONVMEMORY_LEGEND = ("* : differs from raw dense (main table) or from the full-text arm (ablation), paired bootstrap "
                      "over the shared (seed, question) rows, p < 0.05 (10,000 resamples, seed 13).")
 CALIBRATION = ("Official numbers: experiments/reproduce_locomo.py at 9e2f3b6e with the teacher replaced by the raw "
-               "dense cosine, 1 epoch, --first-rank-target best_gold, window_mode=full (issue #12); ours: the same "
+               "dense cosine, 1 epoch, --first-rank-target best_gold, window_mode=full; ours: the same "
                "recipe retrained by memrepro (different initial random stream). MISS: |Δ| > 0.01.")
 SOURCE = "Paper numbers: memrepro/reference/reference_numbers.yaml (RF-Mem arXiv 2603.09250; ConvMemory docs/report)."
 
@@ -37,49 +40,76 @@ def _say(paths: list[Path], title: str) -> None:
     print(f"{title}: {', '.join(str(p) for p in paths)}")
 
 
-def render_rfmem(runs: list, out: Path, resamples: int) -> list[Cell]:
+@dataclass(frozen=True)
+class Summary:
+    """A note slot filled with the table's verdict summary as the reproduction matrix shows it."""
+
+    table: str
+
+
+@dataclass
+class Pending:
+    """A table built from runs, written once the reproduction matrix has given its verdict summary."""
+
+    name: str
+    title: str
+    frame: pd.DataFrame
+    notes: list = field(default_factory=list)
+    bold: pd.DataFrame | None = None
+
+    def write(self, out: Path, summaries: dict[str, str]) -> None:
+        notes = [summaries.get(n.table, "0 cells") if isinstance(n, Summary) else n for n in self.notes]
+        _say(write_table(self.frame, out, self.name, self.title, bold=self.bold, notes=notes, keep_committed=True),
+             self.title)
+
+
+def rfmem_tables(runs: list, resamples: int) -> tuple[list[Pending], list[Cell]]:
+    pending: list[Pending] = []
     cells: list[Cell] = []
     legend = ("Rows: ours, then the paper's. Bold: best of ours in the block. * : differs from the block's "
               "baseline (paired bootstrap p < 0.05; tests listed below).")
-    built, notes = rfmem.table2(runs, resamples)
-    cells += built.cells
-    _say(write_table(built.frame, out, "rfmem_table2", "RF-Mem Table 2: PersonaBench recall@5 / @10 by category",
-                     bold=built.bold, notes=[legend, summary_line(built.cells), SOURCE, *notes]), "RF-Mem Table 2")
-    built, notes = rfmem.table3(runs, resamples)
-    cells += built.cells
-    _say(write_table(built.frame, out, "rfmem_table3", "RF-Mem Table 3: LongMemEval S / M recall_all@5 / 10 / 50",
-                     bold=built.bold, notes=[legend, summary_line(built.cells), SOURCE, *notes]), "RF-Mem Table 3")
+    for name, title, build in (
+            ("rfmem_table2", "RF-Mem Table 2: PersonaBench recall@5 / @10 by category", rfmem.table2),
+            ("rfmem_table3", "RF-Mem Table 3: LongMemEval S / M recall_all@5 / 10 / 50", rfmem.table3)):
+        built, notes = build(runs, resamples)
+        cells += built.cells
+        pending.append(Pending(name, title, built.frame, [legend, Summary(name), SOURCE, *notes], built.bold))
     for number, title in ((15, "RF-Mem Table 15: alternative recollection strategies (PersonaBench)"),
                           (16, "RF-Mem Table 16: early stop vs full exploration (PersonaBench)")):
         built, notes = rfmem.variant_table(runs, number, resamples)
         cells += built.cells
-        _say(write_table(built.frame, out, f"rfmem_table{number}", title, bold=built.bold,
-                         notes=[legend.replace("the block's baseline", "the same method in the first block"),
-                                summary_line(built.cells), SOURCE, *notes]), f"RF-Mem Table {number}")
+        pending.append(Pending(f"rfmem_table{number}", title, built.frame,
+                               [legend.replace("the block's baseline", "the same method in the first block"),
+                                Summary(f"rfmem_table{number}"), SOURCE, *notes], built.bold))
     built = rfmem.table17(runs)
     cells += built.cells
-    _say(write_table(built.frame, out, "rfmem_table17", "RF-Mem Table 17: routing statistics (PersonaBench, K = 5)",
-                     bold=built.bold, notes=["Routing counted over all 263 queries (Subjective included).",
-                                             summary_line(built.cells), SOURCE]), "RF-Mem Table 17")
+    pending.append(Pending("rfmem_table17", "RF-Mem Table 17: routing statistics (PersonaBench, K = 5)", built.frame,
+                           ["Routing counted over all 263 queries (Subjective included).", Summary("rfmem_table17"),
+                            SOURCE], built.bold))
     frame, gap_cells = rfmem.table1_gap()
     cells += gap_cells
-    _say(write_table(frame, out, "rfmem_table1", "RF-Mem Table 1: PersonaMem (labelled gap)",
-                     notes=[summary_line(gap_cells), SOURCE]), "RF-Mem Table 1")
-    return cells
+    pending.append(Pending("rfmem_table1", "RF-Mem Table 1: PersonaMem (labelled gap)", frame,
+                           [Summary("rfmem_table1"), SOURCE]))
+    return pending, cells
 
 
-def render_matrix(cells: list[Cell], out: Path) -> None:
-    frame = pd.DataFrame([c.as_row() for c in cells])
-    by_table: dict[str, list[Cell]] = {}
-    for cell in cells:
-        by_table.setdefault(cell.table, []).append(cell)
-    notes = [f"{table}: {summary_line(group)}" for table, group in by_table.items()]
+def render_matrix(cells: list[Cell], out: Path) -> dict[str, str]:
+    """Every paper cell; a cell whose run is absent keeps its committed row (marked). Returns each table's verdict
+    summary, counted over the cells the matrix shows."""
+    merged = committed.merge(pd.DataFrame([c.as_row() for c in cells]),
+                             committed.read_committed(out / "reproduction_matrix.csv"))
+    by_table: dict[str, list[str]] = {}
+    for table, verdict in zip(merged.frame["table"], merged.frame["verdict"]):
+        by_table.setdefault(table, []).append(committed.unmarked(verdict))
+    summaries = {table: summary_of_verdicts(verdicts) for table, verdicts in by_table.items()}
+    notes = [f"{table}: {summary}" for table, summary in summaries.items()]
     notes.append("Verdicts (pyserini 2CR style) only where our model and data match the paper's: OK |Δ| ≤ 0.0001, "
                  "OKish |Δ| ≤ 0.01, FAIL otherwise; counts must be equal. Other cells give the reason instead.")
-    _say(write_table(frame, out, "reproduction_matrix", "Reproduction matrix (every paper cell)", notes=notes),
-         "reproduction matrix")
-    for note in notes[:-1]:
-        print(f"  {note}")
+    _say(write_table(merged.frame, out, "reproduction_matrix", "Reproduction matrix (every paper cell)",
+                     notes=notes + ([committed.note(merged.kept)] if merged.kept else [])), "reproduction matrix")
+    for line in notes[:len(summaries)]:
+        print(f"  {line}")
+    return summaries
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -88,8 +118,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--resamples", type=int, default=10_000, help="paired bootstrap resamples (seed 13)")
     parser.add_argument("--kept", default=os.environ.get("MEMREPRO_KEPT_DIR", "results/kept"),
                         help="kept runs (python -m memrepro keep), restored into results/runs first")
+    parser.add_argument("--report", default=None,
+                        help="the reproduction report to write (default: docs/reproduction.md beside the results "
+                             "folder, when that docs folder exists; '' : none)")
+    parser.add_argument("--readme", default=None,
+                        help="the README whose headline block is filled from the rendered tables (default: README.md "
+                             "beside the results folder, when it exists; '' : none)")
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
-    restored, problems = KeptRuns(Path(args.results), Path(args.kept)).restore_all()
+    home = Path(args.results).resolve().parent  # the checkout the results folder belongs to
+    args.report = str(home / "docs" / "reproduction.md") if args.report is None else args.report
+    args.readme = str(home / "README.md") if args.readme is None else args.readme
+    restored, problems = KeptRuns(Path(args.results), Path(args.kept),
+                                  say=lambda line: print(f"memrepro: {line}", file=sys.stderr)).restore_all()
     for line in [f"restored the kept run {folder}" for folder in restored] + [f"warning: {p}" for p in problems]:
         print(f"memrepro: {line}", file=sys.stderr)
     runs = complete_runs(args.results)
@@ -99,29 +139,43 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     out = Path(args.results) / "tables"
     selected = select(runs)
-    cells: list[Cell] = []
-    for frame, name, title, notes in (
-            (main_table(selected, args.resamples), "convmemory_locomo",
-             "ConvMemory LoCoMo (5 conversation-level seeds; mean ± std of seed means)",
-             [CONVMEMORY_LEGEND, *cost_notes(selected), SOURCE]),
-            (ablation_table(selected, args.resamples), "convmemory_ablation", "ConvMemory v2 ablation (FULL MRR)",
-             [CONVMEMORY_LEGEND, SOURCE]),
-            (calibration_table(runs), "convmemory_calibration",
-             "ConvMemory v1 training calibration: seed 23 (937 test questions) vs the official code", [CALIBRATION])):
-        _say(write_table(frame, out, name, title, notes=notes), title)
-    cells += reproduction_cells(selected)
-    cells += render_rfmem(runs, out, args.resamples)
+    pending = [
+        Pending("convmemory_locomo", "ConvMemory LoCoMo (5 conversation-level seeds; mean ± std of seed means)",
+                main_table(selected, args.resamples), [CONVMEMORY_LEGEND, *cost_notes(selected), SOURCE]),
+        Pending("convmemory_ablation", "ConvMemory v2 ablation (FULL MRR)", ablation_table(selected, args.resamples),
+                [CONVMEMORY_LEGEND, SOURCE]),
+        Pending("convmemory_calibration",
+                "ConvMemory v1 training calibration: seed 23 (937 test questions) vs the official code",
+                calibration_table(runs), [CALIBRATION])]
+    cells = reproduction_cells(selected)
+    more, rfmem_cells = rfmem_tables(runs, args.resamples)
+    pending += more
+    cells += rfmem_cells
     frame, summary = agreement_table(runs)
     if not frame.empty:
-        _say(write_table(frame, out, "engine_agreement",
-                         "Recollection engines: faithful vs compiled (same settings)",
-                         notes=summary), "engine agreement")
-    render_matrix(cells, out)
+        pending.append(Pending("engine_agreement", "Recollection engines: faithful vs compiled (same settings)",
+                               frame, list(summary)))
+    summaries = render_matrix(cells, out)
+    for table in pending:
+        table.write(out, summaries)
     from memrepro.tables.leaderboard import render_leaderboard
 
     _say(render_leaderboard(runs, out, "all-MiniLM-L6-v2", args.resamples)[0], "leaderboard")
-    figure_lines = render_figures(runs, Path(args.results) / "figures")
-    print(f"figures: {write_index(figure_lines, Path(args.results) / 'figures')}")
+    figures_dir = Path(args.results) / "figures"
+    figure_lines = render_figures(runs, figures_dir)
+    print(f"figures: {write_index(figure_lines, figures_dir)}")
     for line in figure_lines:
         print(f"  {line}")
+    kept = {path.stem: count for path in sorted(out.glob("*.csv"))
+            if (count := path.read_text(encoding="utf-8").count(committed.MARK))}
+    if kept:
+        print(f"memrepro: {sum(kept.values())} cells in {len(kept)} tables not re-rendered (their runs are not in "
+              f"{args.results}/runs): kept their committed values, marked {committed.MARK} "
+              f"({', '.join(f'{name} {n}' for name, n in kept.items())})")
+    else:
+        print("memrepro: every table cell re-rendered from runs")
+    if args.report and Path(args.report).parent.is_dir():
+        print(f"reproduction report: {render_report(out, figures_dir, Path(args.kept), Path(args.report))}")
+    if args.readme and Path(args.readme).is_file() and write_headline(Path(args.readme), out):
+        print(f"README headline results: {args.readme}")
     return 0

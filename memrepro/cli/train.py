@@ -1,6 +1,7 @@
 """``python -m memrepro train``: find or train every model a retriever needs, one per split seed, on that seed's
 dev conversations only. The resolution is the one ``run`` does on demand (``memrepro.training.artifacts``); this
-command only does it ahead of time, for all seeds, and prints where the models are."""
+command only does it ahead of time, for all seeds, and prints where the models are. The training plan (every model,
+ready or forecast, and the total) is printed first; ``--plan`` prints it and exits."""
 
 from __future__ import annotations
 
@@ -16,10 +17,12 @@ from memrepro.paths import CONFIG_DIR
 
 
 
-def train_all(cfg: DictConfig) -> list[str]:
+def train_all(cfg: DictConfig, plan_only: bool = False) -> list[str]:
+    """Find or train every model; ``plan_only``: print the plan and return, with nothing encoded or trained."""
     from memrepro.models.encoder import resolve_device
     from memrepro.runner import build, encode_and_index, load_benchmark
     from memrepro.training.artifacts import TrainingContext
+    from memrepro.training.plan import per_seed_artifacts, planning_context, training_plan
 
     if cfg.runtime.torch_threads:
         import torch
@@ -31,35 +34,25 @@ def train_all(cfg: DictConfig) -> list[str]:
     retriever = build(cfg.retriever)
     if not hasattr(retriever, "bind_training"):
         raise MemreproError(f"retriever {retriever.name!r} has no trained models: nothing to train")
+    splits = [split for split in benchmark.splits if not cfg.seeds or split.seed in cfg.seeds]
+    retriever.bind_training(planning_context(benchmark, encoder, Path(cfg.paths.models_dir), device))
+    plan = training_plan(retriever, splits, device)
+    print(plan.render(), flush=True)
+    if plan_only:
+        return [plan.render()]
     index, query_vectors, _ = encode_and_index(benchmark, encoder, Path(cfg.paths.cache_dir), device,
                                                bool(cfg.runtime.progress), {})
     retriever.bind_training(TrainingContext(benchmark, index, query_vectors, encoder.identity,
                                             Path(cfg.paths.models_dir), device, bool(cfg.runtime.progress),
-                                            float(cfg.runtime.checkpoint_every_s)))
+                                            float(cfg.runtime.checkpoint_every_s), plan_printed=True))
     lines = []
-    for split in benchmark.splits:
-        if cfg.seeds and split.seed not in cfg.seeds:
-            continue
+    for split in splits:
         start = time.perf_counter()
         retriever.for_split(split)
-        found = "; ".join(f"{a.kind}: {_where(a, split)}" for a in _artifacts(retriever))
+        found = "; ".join(f"{a.kind}: {_where(a, split)}" for a in per_seed_artifacts(retriever))
         lines.append(f"seed {split.seed}: ready in {time.perf_counter() - start:.0f} s ({found})")
         print(lines[-1], flush=True)
     return lines
-
-
-def _artifacts(retriever: object) -> list:
-    """The per-seed models a retriever resolves: its own, then its first stage's (each once)."""
-    from memrepro.training.artifacts import PerSeedArtifact
-
-    found, parts = [], [retriever]
-    while parts:
-        for value in vars(parts.pop(0)).values():
-            if isinstance(value, PerSeedArtifact) and all(value is not f for f in found):
-                found.append(value)
-            elif hasattr(value, "retrieve") and hasattr(value, "describe"):  # a nested retriever (first stage)
-                parts.append(value)
-    return found
 
 
 def _where(artifact, split) -> str:
@@ -71,10 +64,13 @@ def _where(artifact, split) -> str:
 @hydra.main(version_base="1.3", config_path=str(CONFIG_DIR), config_name="train")
 def main(cfg: DictConfig) -> None:
     from memrepro.cli.failures import reported
+    from memrepro.training.plan import plan_only
     from memrepro.validate import validate_train_config
 
     with reported():
         validate_train_config(cfg)
-        train_all(cfg)
+        train_all(cfg, plan_only())
+    if plan_only():
+        return
     print(f"\nmodels under {cfg.paths.models_dir}/ (by recipe hash); `python -m memrepro run` with the same "
           f"settings finds them")

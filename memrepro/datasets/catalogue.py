@@ -1,5 +1,5 @@
 """Every benchmark file memrepro knows: where it lives under the data root, where the official copy is served,
-and the checksum that identifies it (``../shared/specs/datasets.md`` §1-2).
+and the checksum that identifies it (docs/benchmarks.md#data-files-and-checksums).
 
 Two kinds of entries: ``DOWNLOADS`` are the official files an online machine fetches (``data download``);
 ``LOCAL_LAYOUT`` adds the derived local copies (per-question folders, the S archive) that ``data check`` verifies.

@@ -3,7 +3,7 @@
 memory = one turn, id = ``dia_id``, text = ``"{speaker}: {text}"`` (no caption, no date); sessions come from the
 ``session_<N>`` *lists* (conv-26 has 16 orphan date keys without a list); a query per QA whose evidence names at
 least one turn of its conversation, category 5 included. Splits: 5 seeds at conversation level.
-Spec: ``../shared/specs/datasets.md`` §3 and ``protocols.md`` §1.
+Documented in docs/benchmarks.md#locomo and docs/protocols.md#locomo-protocol.
 """
 
 from __future__ import annotations

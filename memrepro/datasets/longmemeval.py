@@ -9,7 +9,7 @@ One episode per question (its own haystack is the pool). Memory units:
 
 Session ids can repeat inside one haystack (13 cleaned-S questions); memory ids stay unique by suffixing the
 k-th repeat with ``#k`` while ``Memory.session`` keeps the raw id, so scoring by position still works.
-Spec: ``../shared/specs/datasets.md`` §4 and ``protocols.md`` §2.
+Documented in docs/benchmarks.md#longmemeval and docs/protocols.md#longmemeval-protocol.
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ DEFAULT_SOURCES: dict[str, tuple[str, ...]] = {  # first existing wins; the firs
         "longmemeval/longmemeval_m.json",
     ),
 }
-QUESTION_TYPES = (  # display order of the spec's table (§4.4)
+QUESTION_TYPES = (  # display order of docs/benchmarks.md#longmemeval-question-types
     "single-session-user",
     "single-session-assistant",
     "single-session-preference",

@@ -1,4 +1,4 @@
-"""PersonaBench (Tan et al., ACL 2025) as RF-Mem evaluates it (``../shared/specs/datasets.md`` §6).
+"""PersonaBench (Tan et al., ACL 2025) as RF-Mem evaluates it (docs/benchmarks.md#personabench).
 
 One episode per evaluable person: the official and RF-Mem code evaluate only the first 3 people of each
 community's ``eval_info_all.json`` (the other 7 have QA but no documents). The corpus is read from the ``_all``
@@ -104,6 +104,7 @@ def load_personabench(data_dir: str | Path | None = None, noise: float | str = 0
     files: list[FileProvenance] = []
     episodes: dict[str, Episode] = {}
     queries: list[Query] = []
+    first_asked: dict[str, tuple[Path, str]] = {}  # query id -> (file, person and qa index) of its first question
     counts: Counter[str] = Counter({key: 0 for key in (
         "people", "queries", "scored", "excluded_subjective", "excluded_no_gold", "gold_entries_unused",
         *(f"{kind}_segments" for kind, _ in SOURCES))})
@@ -142,6 +143,14 @@ def load_personabench(data_dir: str | Path | None = None, noise: float | str = 0
 
             for qa_index, qa in enumerate(qa_list):
                 query = _query(qa, qa_index, episode_id, corpus_ids, gold_by_qid, eval_path, gold_path, level)
+                where = f"{episode_id} qa[{qa_index}]"
+                if query.id in first_asked:  # a query id keys its gold and its result rows: one id, one question
+                    path, first = first_asked[query.id]
+                    raise DataError(str(eval_path), query.id, "q_id",
+                                    f"duplicate query id at {where}, first at {first}"
+                                    f"{'' if path == eval_path else f' in {path}'}; give each question its own "
+                                    "q_id or restore the file (`python -m memrepro data check`)")
+                first_asked[query.id] = (eval_path, where)
                 used_gold.add(query.id)
                 queries.append(query)
                 counts["queries"] += 1

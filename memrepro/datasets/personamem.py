@@ -1,7 +1,7 @@
-"""PersonaMem (Jiang et al., COLM 2025) as RF-Mem evaluates it (``../shared/specs/datasets.md`` §5).
+"""PersonaMem (Jiang et al., COLM 2025) as RF-Mem evaluates it (docs/benchmarks.md#personamem).
 
 PersonaMem releases no retrieval gold: its metric is 4-way multiple-choice accuracy with an LLM reader
-(``../shared/specs/protocols.md`` §4). The benchmark therefore carries every question with ``gold=()`` and
+(docs/protocols.md#personamem-protocol). The benchmark therefore carries every question with ``gold=()`` and
 ``excluded="no_gold_evidence"`` (retrieval metrics skip them; reader accuracy has no exclusions) and keeps
 what a reader needs in ``Benchmark.options["reader"]``.
 

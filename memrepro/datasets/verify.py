@@ -10,6 +10,7 @@ and actual hash), and ``tables`` never puts it beside a paper number.
 from __future__ import annotations
 
 import hashlib
+import os
 from dataclasses import asdict, dataclass
 from typing import Any, Iterable
 
@@ -70,10 +71,13 @@ def enforce(files: Iterable[FileProvenance], data_dir: str, allow_unverified: bo
     checks = check_files(files)
     bad = [c for c in checks if c.state == "mismatch"]
     if bad and not allow_unverified:
-        c = bad[0]
         raise UnverifiedDataError(
-            f"{data_dir.rstrip('/')}/{c.path}: sha256 {c.actual} is not the pinned {c.expected} "
-            f"({c.note or 'pinned file'}): a damaged or different revision; restore the file "
-            f"(`python -m memrepro data download`) or, for your own revision, rerun with "
-            f"dataset.allow_unverified=true (the run is then labelled unverified)")
+            f"{describe_mismatch(bad[0], data_dir)}; restore the file (`python -m memrepro data download`) or, "
+            f"for your own revision, rerun with dataset.allow_unverified=true (the run is then labelled unverified)")
     return {"data_verified": data_verified(checks), "data_files": [asdict(c) for c in checks]}
+
+
+def describe_mismatch(check: FileCheck, data_dir: str | os.PathLike[str]) -> str:
+    """A file that failed its checksum, in the words every refusal uses: its path, both hashes, what it is."""
+    return (f"{str(data_dir).rstrip('/')}/{check.path}: sha256 {check.actual} is not the pinned {check.expected} "
+            f"({check.note or 'pinned file'}): a damaged or different revision")

@@ -1,4 +1,4 @@
-"""Aggregation as the papers report it (``protocols.md`` §0.4).
+"""Aggregation as the papers report it (docs/protocols.md#aggregation).
 
 Per split: the mean over its scored rows. Across splits (LoCoMo's 5 seeds): the mean and sample std (ddof=1)
 of the split means (what ConvMemory prints), and the pooled mean over every (split, query) row. Per category:

@@ -2,7 +2,7 @@
 
 Sources: LongMemEval official ``src/retrieval/eval_utils.py`` (``evaluate_retrieval``,
 ``evaluate_retrieval_turn2session``) and RF-Mem's ``RF_mem/LongMemEval`` evaluation, which uses the same
-``recall_all`` on session ids; ``../shared/specs/protocols.md`` §0.1 and §2.2.
+``recall_all`` on session ids; docs/protocols.md#metrics and docs/protocols.md#longmemeval-protocol.
 """
 
 from __future__ import annotations
@@ -16,7 +16,8 @@ def recall_all_at_k(ranked_ids: Sequence[str], gold: Collection[str], k: int) ->
     """1.0 iff every gold id is among the first ``k`` ranked ids (official ``recall_all``; RF-Mem's Recall@k).
 
     Set semantics: duplicate ids in ``gold`` count once. An empty gold scores 0.0 (the official code's
-    ``all([])`` would give 1.0, but memrepro excludes gold-less queries before averaging, protocols.md §0.3).
+    ``all([])`` would give 1.0, but memrepro excludes gold-less queries before averaging:
+    docs/protocols.md#query-universe).
     A list shorter than ``k`` is used whole.
     """
     _check_k(k)

@@ -2,7 +2,7 @@
 
 Gold is a set of answer *parts*, each with alternative segment ids. A retrieval is scored against every
 combination that picks one alternative per part (Cartesian product, part order) and the best combination
-counts, separately for recall and for NDCG (``../shared/specs/protocols.md`` §3.2). The cutoff is the length
+counts, separately for recall and for NDCG (docs/benchmarks.md#personabench-metric). The cutoff is the length
 of the returned list: "Recall@5" and "Recall@10" in the papers are separate runs with K = 5 and K = 10, so
 callers pass the list a K-run returned, never a prefix of a longer one.
 
@@ -23,7 +23,7 @@ from typing import Mapping, Sequence, Union
 
 GoldAlternatives = Union[Sequence[Sequence[str]], Mapping[str, Sequence[str]]]
 
-# 5 parts x 4 alternatives (the largest the spec allows) is 1,024 combinations; the local data peaks at 24.
+# 5 parts x 4 alternatives (the largest the released gold files hold) is 1,024 combinations; the local data peaks at 24.
 MAX_COMBINATIONS = 100_000
 
 

@@ -1,4 +1,4 @@
-"""Paired significance over the same query units (``../shared/specs/protocols.md`` §0.6).
+"""Paired significance over the same query units (docs/protocols.md#paired-significance).
 
 Units are aligned by id (``"{split}::{query_id}"``) and misaligned inputs are refused. The paired bootstrap is
 ConvMemory's: resample units with replacement, CI = 2.5 / 97.5 percentiles of the resampled mean differences,

@@ -8,12 +8,21 @@ A shard is three files written in this order, each atomically (temporary file, f
 the ``.keys`` bytes) and ``<shard>.keys`` (one text sha256 per row). The keys file is what makes a shard visible,
 so an interrupted write leaves nothing that reads back as cached; concurrent writers use distinct shard names.
 
-Nothing read back is trusted unverified: before a shard serves its first vector in a process, its bytes are
-hashed and compared with its ``.meta.json``, and its shape with the row count and dim. A shard that fails (garbled
-bytes, a deleted or edited key line, a truncated or zero-length file, a damaged header, non-ASCII keys, a deleted
-``.npy``) is reported with its path, moved to ``quarantine/`` beside it, and its rows count as missing, so they
-are encoded again and the run completes with correct vectors. Shards written before digests existed are checked
-structurally (row count = key count, finite, unit norm) and adopted (their ``.meta.json`` written) when they pass.
+Nothing read back is trusted unverified. Before a shard serves its first vector in a process:
+
+* its bytes are hashed and compared with its ``.meta.json``, and its shape with the row count and dim; a shard that
+  fails (garbled bytes, a deleted or edited key line, a truncated or zero-length file, a damaged header, non-ASCII
+  keys, a deleted ``.npy``) is damaged;
+* it must belong to the folder's identity: the metadata names the identity it was written for, and the vectors'
+  dim, dtype and norms must fit it; a shard of another encoder copied into the folder is foreign;
+* a shard whose metadata names no identity (written before it did) has a deterministic sample of its rows
+  (``ROW_CHECK_SAMPLE``) re-encoded, and is bound to the identity when they agree with the stored rows; a shard
+  without any metadata has no digests, so each of its rows is re-encoded before it is served, and it is adopted
+  (given its metadata) once all of them agreed.
+
+A damaged or foreign shard, or one whose rows disagree, is reported with the file at fault, moved to
+``quarantine/`` beside it, and its rows count as missing, so they are encoded again and the run completes with
+correct vectors.
 """
 
 from __future__ import annotations
@@ -27,7 +36,7 @@ import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping, Sequence
+from typing import Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -37,9 +46,13 @@ log = logging.getLogger("memrepro")
 
 META_SUFFIX = ".meta.json"
 QUARANTINE = "quarantine"
-FORMAT = 1
+FORMAT = 2  # 2: the metadata names the identity the rows were written for; 1: it does not
 _KEY = re.compile(r"^[0-9a-f]{64}$")
-_NORM_TOLERANCE = 1e-3  # legacy shards: rows are unit-norm (or zero) float32
+_NORM_TOLERANCE = 1e-3  # rows of a normalising encoder are unit-norm (or zero) float32
+ROW_CHECK_SAMPLE = 8  # rows re-encoded to bind a shard whose metadata names no identity
+ROW_CHECK_TOLERANCE = 1e-5  # 1 - cosine between a stored row and its re-encoding (float noise across devices is far
+#                             smaller; another text's vector is far larger)
+Reencode = Callable[[Sequence[str]], np.ndarray]  # texts -> the vectors the cache's encoder gives them now
 # (path, size, mtime_ns) of .npy files already verified in this process: a sweep hashes each shard once
 _VERIFIED: set[tuple[str, int, int]] = set()
 
@@ -54,23 +67,35 @@ def identity_key(identity: Mapping[str, object]) -> str:
 
 @dataclass(frozen=True)
 class Quarantined:
-    path: str  # the shard's .keys file as it was found
+    path: str  # the shard's file at fault (.npy, .keys or .meta.json) as it was found
     reason: str
     rows: int
     moved_to: str
 
 
 class ShardDamaged(Exception):
-    pass
+    """A shard that cannot serve: ``suffix`` names its file at fault; ``foreign``: intact, but another encoder's."""
+
+    def __init__(self, reason: str, suffix: str = ".npy", foreign: bool = False) -> None:
+        super().__init__(reason)
+        self.suffix, self.foreign = suffix, foreign
 
 
 class EmbeddingCache:
-    def __init__(self, root: str | os.PathLike[str], identity: Mapping[str, object]) -> None:
+    """One identity's folder of shards. ``reencode`` (texts -> vectors from the identity's encoder) lets it check
+    rows of shards that cannot prove their identity (see the module docstring); without it, or without the texts,
+    such rows are reported missing rather than served."""
+
+    def __init__(self, root: str | os.PathLike[str], identity: Mapping[str, object],
+                 reencode: Reencode | None = None) -> None:
         self.folder = Path(root) / identity_key(identity)
         self.identity = dict(identity)
+        self.reencode = reencode
         self._index: dict[str, tuple[str, int]] | None = None
         self._shard_keys: dict[str, list[str]] = {}
         self._shards: dict[str, np.ndarray] = {}  # verified shards only
+        self._unbound: dict[str, dict | None] = {}  # verified shards whose rows await a re-encoding check: metadata
+        self._checked_rows: dict[str, set[int]] = {}  # rows of unbound shards that re-encoded to their stored vector
         self.quarantined: list[Quarantined] = []
 
     # ------------------------------------------------------------------------------------------------ reading
@@ -86,7 +111,7 @@ class EmbeddingCache:
                     try:
                         keys = _read_keys(keys_file)
                     except ShardDamaged as exc:
-                        self._quarantine(shard, str(exc), rows=0)
+                        self._quarantine(shard, exc, rows=0)
                         continue
                     self._shard_keys[shard] = keys
                     for row, key in enumerate(keys):
@@ -101,35 +126,111 @@ class EmbeddingCache:
         if keys is None:
             return None
         try:
-            vectors = _verify(self.folder, shard, keys)
+            vectors, meta = _verify(self.folder, shard, keys)
+            self._check_identity(meta, vectors)
         except ShardDamaged as exc:
-            self._quarantine(shard, str(exc), rows=len(keys))
+            self._quarantine(shard, exc, rows=len(keys))
             return None
+        if meta is None or "identity" not in meta:
+            self._unbound[shard] = meta
         self._shards[shard] = vectors
         return vectors
 
-    def lookup(self, keys: Sequence[str]) -> tuple[dict[int, np.ndarray], list[int]]:
-        """Vectors found for ``keys`` (by position) and the positions still missing."""
+    def _check_identity(self, meta: dict | None, vectors: np.ndarray) -> None:
+        """Refuse a shard written for another identity: the one its metadata names, or a dim, dtype or norm that
+        this identity's encoder never writes."""
+        named = (meta or {}).get("identity")
+        if named is not None and named != self.folder.name:
+            raise ShardDamaged(f"written for encoder identity {named}, this folder is {self.folder.name}",
+                               META_SUFFIX, foreign=True)
+        dim = self.identity.get("dim")
+        if dim is not None and vectors.shape[1] != dim:
+            raise ShardDamaged(f"its vectors are {vectors.shape[1]}-d, this encoder's identity is {dim}-d",
+                               foreign=True)
+        dtype, expected = (meta or {}).get("dtype", "float32"), self.identity.get("dtype", "float32")
+        if dtype != expected:
+            raise ShardDamaged(f"its vectors are {dtype}, this encoder's identity is {expected}", META_SUFFIX,
+                               foreign=True)
+        if self.identity.get("normalize") and not _unit_rows(vectors):
+            raise ShardDamaged("its vectors are not unit-norm, this encoder's identity normalises", foreign=True)
+
+    def lookup(self, keys: Sequence[str], texts: Sequence[str] | None = None,
+               ) -> tuple[dict[int, np.ndarray], list[int]]:
+        """Vectors found for ``keys`` (by position) and the positions still missing. ``texts`` (the texts of
+        ``keys``) let rows of a shard that cannot prove its identity be checked by re-encoding them."""
         index = self._load_index()
         found: dict[int, np.ndarray] = {}
         missing: list[int] = []
-        for position, key in enumerate(keys):
-            vector = None
-            while vector is None and key in index:
-                shard, row = index[key]
+        pending = list(range(len(keys)))
+        while pending:  # a round per quarantine: a key of a quarantined shard may still be held by another shard
+            wanted: dict[str, list[tuple[int, int]]] = {}
+            for position in pending:
+                hit = index.get(keys[position])
+                if hit is None:
+                    missing.append(position)
+                else:
+                    wanted.setdefault(hit[0], []).append((position, hit[1]))
+            pending = []
+            for shard, rows in wanted.items():
                 vectors = self._verified_shard(shard)
-                if vectors is None:  # quarantined: its keys left the index; another shard may still hold the key
-                    if index.get(key, ("",))[0] == shard:
-                        del index[key]
+                if vectors is not None and shard in self._unbound:
+                    checked = self._check_rows(shard, vectors, {row: texts[p] if texts is not None else None
+                                                                for p, row in rows})
+                    if checked is None:  # no re-encoder here: these rows cannot be served
+                        missing += [p for p, _ in rows]
+                        continue
+                    if not checked:  # quarantined: its keys left the index
+                        vectors = None
+                if vectors is None:
+                    pending += [p for p, _ in rows]
                     continue
-                vector = np.array(vectors[row], dtype=np.float32)
-            if vector is None:
-                missing.append(position)
-            else:
-                found[position] = vector
-        return found, missing
+                for position, row in rows:
+                    found[position] = np.array(vectors[row], dtype=np.float32)
+        return found, sorted(missing)
 
-    def _quarantine(self, shard: str, reason: str, rows: int) -> None:
+    def _check_rows(self, shard: str, vectors: np.ndarray, texts: Mapping[int, str | None]) -> bool | None:
+        """Re-encode rows of an unbound shard and compare them with the stored ones: True when they agree (the shard
+        is bound to this identity once enough rows did), False when it was quarantined, None when it cannot be
+        checked here. A shard with metadata (digests since it was written) needs a sample; one without, every row."""
+        meta = self._unbound[shard]
+        checked = self._checked_rows.setdefault(shard, set())
+        todo = sorted(row for row in texts if row not in checked)
+        if meta is not None:  # digests vouch for every row since one writer wrote them: a sample tells which
+            todo = _spread(todo, ROW_CHECK_SAMPLE)
+        if todo:
+            if self.reencode is None or any(texts[row] is None for row in todo):
+                return None
+            fresh = np.asarray(self.reencode([texts[row] for row in todo]), dtype=np.float32)
+            problem = _disagreement(np.asarray(vectors[todo], dtype=np.float32), fresh, todo)
+            if problem:
+                self._quarantine(shard, ShardDamaged(problem, foreign=meta is not None),
+                                 rows=len(self._shard_keys.get(shard, ())))
+                return False
+            checked.update(todo)
+        if meta is not None or len(checked) == len(vectors):
+            self._bind(shard, meta, len(checked))
+        return True
+
+    def _bind(self, shard: str, meta: dict | None, checked: int) -> None:
+        """Record in the shard's metadata that its rows are this identity's (a legacy shard gets its digests)."""
+        keys = self._shard_keys[shard]
+        npy_path, meta_path = self.folder / f"{shard}.npy", self.folder / f"{shard}{META_SUFFIX}"
+        if meta is None:
+            vectors = self._shards[shard]
+            meta = {"rows": int(vectors.shape[0]), "dim": int(vectors.shape[1]), "dtype": "float32",
+                    "npy_sha256": sha256_file(npy_path),
+                    "keys_sha256": hashlib.sha256("\n".join(keys).encode("ascii")).hexdigest(), "adopted": True}
+        try:
+            _atomic_write_bytes(meta_path, json.dumps({**meta, "format": FORMAT, "identity": self.folder.name},
+                                                      sort_keys=True).encode())
+        except OSError:  # a read-only cache still serves the checked rows
+            pass
+        del self._unbound[shard]
+        self._checked_rows.pop(shard, None)
+        log.info("embedding cache shard %s: %d rows re-encoded agree with the stored ones; bound to this encoder",
+                 npy_path, checked)
+
+    def _quarantine(self, shard: str, problem: ShardDamaged, rows: int) -> None:
         target = self.folder / QUARANTINE
         stamp = time.strftime("%Y%m%dT%H%M%S")
         moved = []
@@ -147,15 +248,17 @@ class EmbeddingCache:
             if self._index is not None and self._index.get(key, ("",))[0] == shard:
                 del self._index[key]
         self._shards.pop(shard, None)
+        self._unbound.pop(shard, None)
+        self._checked_rows.pop(shard, None)
         if self._index is not None:  # keys of this shard that other shards also hold stay findable
             for other, other_keys in self._shard_keys.items():
                 for row, key in enumerate(other_keys):
                     self._index.setdefault(key, (other, row))
-        keys_path = self.folder / f"{shard}.keys"
+        at_fault = self.folder / f"{shard}{problem.suffix}"
         moved_to = str(target) if moved else "(already moved)"
-        self.quarantined.append(Quarantined(str(keys_path), reason, rows, moved_to))
-        log.warning("embedding cache shard %s is damaged (%s): moved to %s; its %d rows are encoded again",
-                    keys_path.with_suffix(""), reason, moved_to, rows)
+        self.quarantined.append(Quarantined(str(at_fault), str(problem), rows, moved_to))
+        log.warning("embedding cache shard %s %s (%s): moved to %s; its %d rows are encoded again", at_fault,
+                    "belongs to another encoder" if problem.foreign else "is damaged", problem, moved_to, rows)
 
     # ------------------------------------------------------------------------------------------------ writing
 
@@ -179,8 +282,9 @@ class EmbeddingCache:
             os.fsync(handle.fileno())
         os.replace(tmp, npy_path)
         keys_bytes = "\n".join(keys).encode("ascii")
-        meta = {"format": FORMAT, "rows": int(vectors.shape[0]), "dim": int(vectors.shape[1]), "dtype": "float32",
-                "npy_sha256": sha256_file(npy_path), "keys_sha256": hashlib.sha256(keys_bytes).hexdigest()}
+        meta = {"format": FORMAT, "identity": self.folder.name, "rows": int(vectors.shape[0]),
+                "dim": int(vectors.shape[1]), "dtype": "float32", "npy_sha256": sha256_file(npy_path),
+                "keys_sha256": hashlib.sha256(keys_bytes).hexdigest()}
         _atomic_write_bytes(self.folder / f"{shard}{META_SUFFIX}", json.dumps(meta, sort_keys=True).encode())
         _atomic_write_bytes(self.folder / f"{shard}.keys", keys_bytes)  # last: the shard becomes visible
         stat = npy_path.stat()
@@ -197,31 +301,32 @@ def _read_keys(path: Path) -> list[str]:
     try:
         text = data.decode("ascii")
     except UnicodeDecodeError as exc:
-        raise ShardDamaged(f"keys file has non-ASCII bytes at offset {exc.start}") from None
+        raise ShardDamaged(f"keys file has non-ASCII bytes at offset {exc.start}", ".keys") from None
     keys = text.split("\n") if text else []
     bad = next((i for i, key in enumerate(keys) if not _KEY.match(key)), None)
     if bad is not None:
-        raise ShardDamaged(f"keys file line {bad + 1} is not a sha256 key")
+        raise ShardDamaged(f"keys file line {bad + 1} is not a sha256 key", ".keys")
     return keys
 
 
-def _verify(folder: Path, shard: str, keys: list[str]) -> np.ndarray:
-    """The shard's vectors (memory-mapped) after checking them against its metadata; raises ShardDamaged."""
+def _verify(folder: Path, shard: str, keys: list[str]) -> tuple[np.ndarray, dict | None]:
+    """The shard's vectors (memory-mapped) after checking them against its metadata, and the metadata (None for a
+    shard written before metadata existed: checked structurally); raises ShardDamaged."""
     npy_path, meta_path = folder / f"{shard}.npy", folder / f"{shard}{META_SUFFIX}"
     if not npy_path.is_file():
         raise ShardDamaged("its .npy file is missing")
     if not meta_path.is_file():
-        return _adopt_legacy(npy_path, meta_path, keys)
+        return _legacy_vectors(npy_path, keys), None
     try:
         meta = json.loads(meta_path.read_text(encoding="utf-8"))
         rows, dim = int(meta["rows"]), int(meta["dim"])
         npy_sha, keys_sha = str(meta["npy_sha256"]), str(meta["keys_sha256"])
     except (ValueError, KeyError, TypeError, UnicodeDecodeError) as exc:
-        raise ShardDamaged(f"unreadable {META_SUFFIX} ({type(exc).__name__})") from None
+        raise ShardDamaged(f"unreadable {META_SUFFIX} ({type(exc).__name__})", META_SUFFIX) from None
     if len(keys) != rows:
-        raise ShardDamaged(f"{len(keys)} keys for {rows} rows")
+        raise ShardDamaged(f"{len(keys)} keys for {rows} rows", ".keys")
     if hashlib.sha256("\n".join(keys).encode("ascii")).hexdigest() != keys_sha:
-        raise ShardDamaged("keys sha256 differs from its metadata")
+        raise ShardDamaged("keys sha256 differs from its metadata", ".keys")
     stat = npy_path.stat()
     stamp = (str(npy_path), stat.st_size, stat.st_mtime_ns)
     if stamp not in _VERIFIED:
@@ -231,7 +336,7 @@ def _verify(folder: Path, shard: str, keys: list[str]) -> np.ndarray:
     if vectors.shape != (rows, dim):
         raise ShardDamaged(f"vectors have shape {vectors.shape}, metadata says ({rows}, {dim})")
     _VERIFIED.add(stamp)
-    return vectors
+    return vectors, meta
 
 
 def _load_npy(path: Path) -> np.ndarray:
@@ -244,25 +349,43 @@ def _load_npy(path: Path) -> np.ndarray:
     return vectors
 
 
-def _adopt_legacy(npy_path: Path, meta_path: Path, keys: list[str]) -> np.ndarray:
-    """A shard from before digests: checked structurally, then given its metadata so later loads are hashed."""
+def _legacy_vectors(npy_path: Path, keys: list[str]) -> np.ndarray:
+    """A shard from before digests, checked structurally (its rows are then re-encoded before they serve)."""
     vectors = _load_npy(npy_path)
     if vectors.shape[0] != len(keys):
-        raise ShardDamaged(f"{len(keys)} keys for {vectors.shape[0]} rows")
-    dense = np.asarray(vectors, dtype=np.float64)
-    if not np.isfinite(dense).all():
+        raise ShardDamaged(f"{len(keys)} keys for {vectors.shape[0]} rows", ".keys")
+    if not np.isfinite(np.asarray(vectors, dtype=np.float64)).all():
         raise ShardDamaged("non-finite values in the vectors")
-    norms = np.linalg.norm(dense, axis=1)
-    if not np.all((norms == 0) | (np.abs(norms - 1.0) <= _NORM_TOLERANCE)):
+    if not _unit_rows(vectors):
         raise ShardDamaged("vectors are not unit-norm (garbled bytes)")
-    meta = {"format": FORMAT, "rows": int(vectors.shape[0]), "dim": int(vectors.shape[1]), "dtype": "float32",
-            "npy_sha256": sha256_file(npy_path),
-            "keys_sha256": hashlib.sha256("\n".join(keys).encode("ascii")).hexdigest(), "adopted": True}
-    try:
-        _atomic_write_bytes(meta_path, json.dumps(meta, sort_keys=True).encode())
-    except OSError:  # a read-only cache still serves verified rows
-        pass
     return vectors
+
+
+def _unit_rows(vectors: np.ndarray) -> bool:
+    norms = np.linalg.norm(np.asarray(vectors, dtype=np.float64), axis=1)
+    return bool(np.all((norms == 0) | (np.abs(norms - 1.0) <= _NORM_TOLERANCE)))
+
+
+def _spread(rows: list[int], n: int) -> list[int]:
+    """At most ``n`` of ``rows``, evenly spaced from the first to the last (deterministic)."""
+    if len(rows) <= n:
+        return rows
+    return [rows[round(i * (len(rows) - 1) / (n - 1))] for i in range(n)] if n > 1 else rows[:1]
+
+
+def _disagreement(stored: np.ndarray, fresh: np.ndarray, rows: Sequence[int]) -> str | None:
+    """Why stored rows are not what the encoder gives now (None when every row agrees to ROW_CHECK_TOLERANCE)."""
+    if stored.shape != fresh.shape:
+        return f"its rows are {stored.shape[1]}-d, this encoder gives {fresh.shape[1]}-d vectors"
+    a, b = np.asarray(stored, dtype=np.float64), np.asarray(fresh, dtype=np.float64)
+    norms = np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1)
+    both_zero = ~a.any(axis=1) & ~b.any(axis=1)
+    cosine = np.where(norms > 0, np.sum(a * b, axis=1) / np.where(norms > 0, norms, 1.0), both_zero * 1.0)
+    off = np.flatnonzero(1.0 - cosine > ROW_CHECK_TOLERANCE)
+    if off.size == 0:
+        return None
+    return (f"{off.size} of {len(rows)} re-encoded rows differ from the stored ones (row {rows[off[0]]}: cosine "
+            f"{cosine[off[0]]:.4f})")
 
 
 def _atomic_write_bytes(path: Path, data: bytes) -> None:

@@ -1,5 +1,5 @@
 """ConvMemory v1, the learned first stage, as the official code builds it (``pth2002/ConvMemory`` 0.7.0:
-``convmemory/encoder.py``, ``scoring.py``, ``reranker.py``; ``../shared/specs/retrievers.md`` §7).
+``convmemory/encoder.py``, ``scoring.py``, ``reranker.py``; docs/retrievers.md#convmemory-v1).
 
 Per query: a pool (raw-dense top ``min(500, N)``); a windowed mixer encoder scores windows of 5 consecutive
 memories in **chronological** order; each candidate gets the "CE-lite" MLP score over the official feature set;

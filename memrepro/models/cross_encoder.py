@@ -46,9 +46,13 @@ class CrossEncoderScorer:
         if self._model is None:
             from sentence_transformers import CrossEncoder
 
+            from memrepro.training.sanity import check_weights
+
             start = time.perf_counter()
-            self._model = CrossEncoder(self.resolved.path, num_labels=1, max_length=self.max_length,
-                                       device=self.device)
+            model = CrossEncoder(self.resolved.path, num_labels=1, max_length=self.max_length, device=self.device)
+            check_weights(model.model.state_dict(), self.resolved.path,  # e.g. a diverged training's checkpoint
+                          "a model with NaN or infinite weights scores nothing: retrain or replace it")
+            self._model = model
             self.load_seconds = time.perf_counter() - start
         return self._model
 

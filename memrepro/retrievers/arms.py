@@ -1,4 +1,4 @@
-"""The ConvMemory v2 ablation arms (``../shared/specs/retrievers.md`` §8.3): the one list every part reads (config
+"""The ConvMemory v2 ablation arms (docs/retrievers.md#ablation-arms): the one list every part reads (config
 validation, the cascade, the trainer, the ablation table). Built in :func:`memrepro.retrievers.cascade.corrupt_texts`;
 kept in a module of its own so the config layer can read it without importing the cascade (torch)."""
 

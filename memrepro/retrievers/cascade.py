@@ -1,5 +1,5 @@
 """ConvMemory v2's recall-preserving cascade: a first stage, its top ``protected`` items rescored by a cross-encoder
-with the v2 input format, the unchanged tail appended (``../shared/specs/retrievers.md`` §8).
+with the v2 input format, the unchanged tail appended (docs/retrievers.md#cascade).
 
 The top-``protected`` *set* equals the first stage's by construction (asserted at run time), so Recall@10 and
 Hit@10 are the first stage's. The inference contract: a candidate carrying any forbidden field is refused

@@ -1,5 +1,5 @@
-"""ConvMemory v1 as a retriever (``../shared/specs/retrievers.md`` §7, ``protocols.md`` §1.4): the raw-dense pool
-of ``min(500, N)`` turns reordered by ``0.025·z(raw) + 0.975·z(CE-lite)``, every other turn after it in raw dense
+"""ConvMemory v1 as a retriever (docs/retrievers.md#convmemory-v1, docs/protocols.md#locomo-protocol): the raw-dense
+pool of ``min(500, N)`` turns reordered by ``0.025·z(raw) + 0.975·z(CE-lite)``, every other turn after it in raw dense
 order, so the output is a full permutation of the conversation.
 
 The model is one per split seed (``V1Models``: found by recipe hash or trained on demand on that seed's dev
@@ -38,6 +38,10 @@ class ConvMemoryV1Retriever:
     name = "convmemory_v1"
     order: Literal["score", "native"] = "native"
     timed_region = "dense pool + window encoder + CE-lite head + merge (query vector given)"
+    # measured: ranking one LoCoMo question (pool 500, candidate-local windows) takes 0.2 s on one torch thread of
+    # a shared 2-core CPU (205 s for seed 7's 1,039 dev questions), 4-8 min a seed in full runs beside other work;
+    # the training plan forecasts a cross-encoder's record building (v1 ranks every dev question) with it
+    SECONDS_PER_QUERY = 0.3
 
     def __init__(self, model: V1Models, window_mode: WindowMode = "candidate_local") -> None:
         if window_mode not in ("full", "candidate_local"):

@@ -1,7 +1,7 @@
 """Dense retrieval ("Familiarity" in RF-Mem): exact cosine over the query's episode.
 
 ``mode="full"`` ranks every memory (ConvMemory's raw dense baseline); ``mode="topk"`` returns the ``k`` best
-with a similarity floor, possibly fewer (RF-Mem's protocol). Spec: ``../shared/specs/retrievers.md`` §1.
+with a similarity floor, possibly fewer (RF-Mem's protocol). See docs/retrievers.md#dense.
 """
 
 from __future__ import annotations

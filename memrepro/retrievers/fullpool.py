@@ -1,4 +1,4 @@
-"""The full-pool cross-encoder baseline (``../shared/specs/retrievers.md`` §9): the first stage's top ``pool``
+"""The full-pool cross-encoder baseline (docs/retrievers.md#full-pool): the first stage's top ``pool``
 (raw dense top-500 in ConvMemory's table) reranked with plain ``(query, memory text)`` pairs, the rest appended
 in first-stage order. Ties in the CE score keep first-stage order (the original's NumPy argsort left them open)."""
 

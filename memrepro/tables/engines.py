@@ -25,7 +25,7 @@ from memrepro.tables.runs import Run
 # the settings a row names: label → dotted path in the retriever config
 SETTING_KEYS = {"k": "recollection.k", "beam": "recollection.beam", "fanout": "recollection.fanout",
                 "alpha": "recollection.alpha", "tau": "gate.tau"}
-OTHER_ENGINES = ("compiled",)  # the batched and projected engines were retired (issue 14); their old runs stay apart
+OTHER_ENGINES = ("compiled",)  # the batched and projected engines were retired; their old runs stay apart
 DELTA = "Δ (engine − faithful)"
 SIDE_BY_SIDE_S = 600.0  # runs without a process id: a multirun's runs of one setting follow each other in seconds
 

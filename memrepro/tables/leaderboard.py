@@ -101,5 +101,5 @@ def render_leaderboard(runs: Sequence[Run], out: Path, encoder: str, resamples: 
               "the chosen path). n/a: no setting configured for that retriever there (neither paper ran RF-Mem on "
               "LoCoMo); —: no run yet.")
     paths = write_table(frame, out, "leaderboard", "Leaderboard: retrievers × benchmarks (one encoder)",
-                        notes=[legend, PERSONAMEM_NOTE, *notes])
+                        notes=[legend, PERSONAMEM_NOTE, *notes], keep_committed=True)
     return paths, frame

@@ -14,6 +14,8 @@ from typing import Sequence
 
 import pandas as pd
 
+from memrepro.tables import committed
+
 
 def write_text_atomic(target: Path, text: str) -> None:
     """Write through a temporary sibling and rename, so a reader never sees half a file."""
@@ -27,13 +29,16 @@ def markdown(frame: pd.DataFrame, bold: pd.DataFrame | None = None) -> str:
     shown = frame.copy()
     if bold is not None:
         shown = shown.mask(bold.reindex_like(frame).fillna(False).astype(bool), "**" + frame.astype(str) + "**")
+    # a "|" inside a header or cell (``|Δ|``) would split the Markdown column
+    shown.columns = [str(c).replace("|", r"\|") for c in shown.columns]
+    shown = shown.map(lambda v: v.replace("|", r"\|") if isinstance(v, str) else v)
     return shown.to_markdown(index=False, disable_numparse=True)  # keep the printed decimals
 
 
 # pdflatex without extra packages has no glyphs for these; pandas escapes LaTeX specials but leaves Unicode alone
 LATEX_SYMBOLS = {"—": "--", "−": "-", "Δ": r"$\Delta$", "→": r"$\rightarrow$", "≤": r"$\le$", "≥": r"$\ge$",
                  "±": r"$\pm$", "×": r"$\times$", "·": r"$\cdot$", "α": r"$\alpha$", "τ": r"$\tau$",
-                 "≈": r"$\approx$"}
+                 "≈": r"$\approx$", committed.MARK: r"$\ddagger$"}
 
 
 def latex(frame: pd.DataFrame, bold: pd.DataFrame | None = None, caption: str | None = None) -> str:
@@ -50,10 +55,19 @@ def latex(frame: pd.DataFrame, bold: pd.DataFrame | None = None, caption: str | 
 
 
 def write_table(frame: pd.DataFrame, out_dir: Path, name: str, title: str, *, bold: pd.DataFrame | None = None,
-                notes: Sequence[str] = ()) -> list[Path]:
-    """``<name>.md`` (title, table, notes), ``<name>.tex`` and ``<name>.csv``; returns the paths written."""
-    notes_md = "".join(f"\n- {note}" for note in notes)
+                notes: Sequence[str] = (), keep_committed: bool = False) -> list[Path]:
+    """``<name>.md`` (title, table, notes), ``<name>.tex`` and ``<name>.csv``; returns the paths written.
+
+    ``keep_committed``: a cell the new rendering has no value for keeps the value of the table already in
+    ``out_dir``, marked (:mod:`memrepro.tables.committed`), so a missing run never blanks a committed number."""
     paths = [out_dir / f"{name}.md", out_dir / f"{name}.tex", out_dir / f"{name}.csv"]
+    if keep_committed:
+        merged = committed.merge(frame, committed.read_committed(paths[2]))
+        if merged.kept:
+            frame, bold = merged.frame, merged.bold(bold)
+            notes = [*notes, *committed.kept_notes(list(notes), committed.read_committed_notes(paths[0])),
+                     committed.note(merged.kept)]
+    notes_md = "".join(f"\n- {note}" for note in notes)
     notes_block = f"\n{notes_md.lstrip()}\n" if notes else ""
     write_text_atomic(paths[0], f"# {title}\n\n{markdown(frame, bold)}\n" + notes_block)
     write_text_atomic(paths[1], latex(frame, bold, caption=title))

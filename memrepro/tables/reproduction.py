@@ -76,11 +76,15 @@ def _fmt(value: float, exact: bool) -> str:
 
 def summary_line(cells: Iterable[Cell]) -> str:
     """``"12 cells: OK 10 · OKish 1 · FAIL 0 · not comparable 1"`` (missing counts separately)."""
+    return summary_of_verdicts(cell.verdict for cell in cells)
+
+
+def summary_of_verdicts(verdicts: Iterable[str]) -> str:
+    """:func:`summary_line` from the verdict texts (a rendered matrix's ``verdict`` column)."""
     counts = {"OK": 0, "OKish": 0, "FAIL": 0, "not comparable": 0, "missing": 0}
     total = 0
-    for cell in cells:
+    for verdict in verdicts:
         total += 1
-        verdict = cell.verdict
         if verdict in VERDICTS:
             counts[verdict] += 1
         elif verdict.startswith("missing"):

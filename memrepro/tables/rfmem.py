@@ -360,7 +360,7 @@ def table3(runs: Sequence[Run], resamples: int) -> tuple[Built, list[str]]:
                 "`python -m memrepro experiments --include-optional`)"
                 if ours_label == "all-mpnet-base-v2" else "missing: not run")
             rows.append(Row(block, label, found, dict(paper), reason, missing=missing))
-    # LongMemEval-M is not in ../shared/data: every M cell says so
+    # LongMemEval-M is not in the offline data: every M cell says so
     for row in rows:
         row.runs["longmemeval_m"] = None
     notes = significance(rows, same_block("Familiarity", rows),

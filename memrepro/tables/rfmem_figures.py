@@ -11,12 +11,13 @@ Which runs feed which figure is declared here (the sweeps themselves are entries
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any, Sequence
 
 import pandas as pd
 
-from memrepro.tables import figures
+from memrepro.tables import committed, figures
 from memrepro.tables.render import write_text_atomic
 from memrepro.tables.rfmem import familiarity_settings, recollection_settings
 from memrepro.run_identity import NON_MEASURING_RETRIEVER_KEYS as IGNORE
@@ -123,9 +124,29 @@ def render_figures(runs: Sequence[Run], out_dir: Path) -> list[str]:
     return lines
 
 
+NOT_DRAWN = ": not drawn — "
+REDRAWN_LATER = (f" {committed.MARK} not redrawn: its runs are not in results/runs, so the committed figure is kept "
+                 "(`python -m memrepro experiments` computes the runs)")
+
+
+def _label(line: str) -> str:
+    return line.split("**")[1] if line.count("**") >= 2 else line
+
+
 def write_index(lines: Sequence[str], out_dir: Path) -> Path:
+    """The figures' index. A figure that cannot be drawn now but whose committed files are there keeps its
+    committed line, marked: a missing run never takes a committed figure out of the index."""
     target = out_dir / "README.md"
+    before = {_label(line): line for line in (target.read_text(encoding="utf-8").splitlines()
+                                              if target.is_file() else []) if line.startswith("- **")}
+    kept = []
+    for line in lines:
+        old = before.get(_label(line), "")
+        files = [out_dir / name for name in re.findall(r"\]\(([^)]+)\)", old)]
+        if NOT_DRAWN in line and old and NOT_DRAWN not in old and files and all(f.is_file() for f in files):
+            line = old if old.endswith(REDRAWN_LATER) else old + REDRAWN_LATER
+        kept.append(line)
     write_text_atomic(target, "# RF-Mem figures from our sweeps\n\nRendered by `python -m memrepro tables` from "
                       "`results/runs` (PNG and PDF). Each line names the figure's files or why it is absent.\n\n"
-                      + "\n".join(lines) + "\n")
+                      + "\n".join(kept) + "\n")
     return target

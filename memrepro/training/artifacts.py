@@ -8,8 +8,12 @@ row with our cross-encoders) holds a :class:`PerSeedArtifact`. For a split it re
    with both named;
 2. a published checkpoint when asked for (``published``: one model for every seed, online; labelled as leaking);
 3. our checkpoint for the configured recipe: ``<models_dir>/<kind>/<recipe hash>/seed{seed}``, verified;
-4. trained on demand when absent (``train_on_demand``): one line saying what and roughly how long, a progress
-   bar, resumable, then the run continues.
+4. trained on demand when absent (``train_on_demand``): one line saying what (and, when no plan was printed
+   before, roughly how long), a progress bar per stage, resumable, then the run continues.
+
+:meth:`PerSeedArtifact.locate` does steps 1-3 without loading or training anything; :meth:`PerSeedArtifact.plan_steps`
+turns it into the lines of the training plan (``memrepro.training.plan``) with a forecast from the per-unit seconds
+each subclass declares (measured, one per stage).
 
 Training reads the benchmark's gold of the split's **dev** conversations only (asserted); nothing of it reaches a
 retriever at retrieval time.
@@ -17,7 +21,10 @@ retriever at retrieval time.
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
@@ -28,6 +35,7 @@ from memrepro.errors import EXIT_BAD_INPUT, MemreproError
 from memrepro.models.cross_encoder import TRAINING_INFO
 from memrepro.provenance import config_hash
 from memrepro.search import EpisodeIndex
+from memrepro.training.plan import PlanStep, cpu_threads, where
 from memrepro.types import Benchmark, Query, Split
 
 
@@ -45,16 +53,28 @@ class MissingArtifactError(MemreproError):
 
 @dataclass
 class TrainingContext:
-    """What training on demand may read: the benchmark (with gold), the encoded vectors, where models live."""
+    """What training on demand may read: the benchmark (with gold), the encoded vectors, where models live.
+    A planning context (``memrepro.training.plan.planning_context``) has no vectors, only their width."""
 
     benchmark: Benchmark
-    index: EpisodeIndex
+    index: EpisodeIndex | None
     query_vectors: Mapping[str, np.ndarray]
     encoder_identity: Mapping[str, Any]
     models_dir: Path
     device: str = "cpu"
     progress: bool = True
     checkpoint_every_s: float = 60.0
+    vector_dim: int | None = None  # the encoder's width when there is no index (planning)
+    plan_printed: bool = False  # the training plan (with every forecast) was printed: training lines omit theirs
+
+    @property
+    def dim(self) -> int:
+        """The vectors' width (a model's input size, part of its identity)."""
+        if self.index is not None:
+            return int(self.index.matrix.shape[-1])
+        if self.vector_dim is None:
+            raise MemreproError("training context without an index or a vector width")
+        return int(self.vector_dim)
 
     def dev_queries(self, split: Split, limit: int | None = None) -> list[Query]:
         """The scored questions of the split's dev conversations, in file order; never a test conversation."""
@@ -112,6 +132,7 @@ class PerSeedArtifact:
         self.context: TrainingContext | None = None
         self._loaded: dict[Any, Any] = {}
         self.resolved: dict[str, str] = {}  # split name -> how the model was found (for describe())
+        self._verified: set[tuple[Path, str]] = set()  # (folder, identity hash) verified in this process
 
     # -- what subclasses provide -----------------------------------------------------------------------------------
     def recipe_identity(self) -> dict[str, Any]:
@@ -127,23 +148,37 @@ class PerSeedArtifact:
         raise NotImplementedError
 
     UNIT, SECONDS_PER_UNIT = "questions", 1.0  # what one training step reads, and its measured cost (one thread)
-
-    def estimate(self, split: Split) -> str:
-        """The one-line forecast printed before training on demand: the one-thread cost over torch's CPU threads
-        (on 2 threads the cross-encoders took 0.59-0.80 s a record against 1.5 on one; linear is close enough)."""
-        import torch
-
-        recipe = getattr(self, "recipe", None)
-        n = len(self.context.dev_queries(split, getattr(recipe, "limit_queries", None))) * getattr(recipe, "epochs", 1)
-        threads = max(1, torch.get_num_threads())
-        minutes = max(1, round(n * self.seconds_per_unit() / threads / 60))
-        where = f"{threads} CPU thread{'s' if threads > 1 else ''}"
-        if self.context.device != "cpu":
-            where += f" (less on {self.context.device})"
-        return f"{n} {self.UNIT}, about {minutes} min on {where}"
+    SCALES_WITH_THREADS = False  # whether that cost divides over torch's CPU threads (large batched matmuls do)
 
     def seconds_per_unit(self) -> float:
         return self.SECONDS_PER_UNIT
+
+    def dev_questions(self, split: Split) -> list[Query]:
+        """The dev questions training reads (the recipe's ``limit_queries`` applied)."""
+        return self.context.dev_queries(split, getattr(getattr(self, "recipe", None), "limit_queries", None))
+
+    def training_step(self, split: Split, folder: Path | None = None) -> PlanStep:
+        """The training of this split's model as a plan line: units (dev questions x epochs) x measured seconds."""
+        n = len(self.dev_questions(split)) * getattr(getattr(self, "recipe", None), "epochs", 1)
+        seconds = n * self.seconds_per_unit() / (cpu_threads() if self.SCALES_WITH_THREADS else 1)
+        return PlanStep(self.kind, split, "train", "train on", n, self.UNIT, seconds, str(folder or ""))
+
+    def training_steps(self, split: Split, folder: Path) -> list[PlanStep]:
+        """What training this split's model takes, stage by stage (a subclass adds the stages before training)."""
+        return [self.training_step(split, folder)]
+
+    def plan_steps(self, split: Split) -> list[PlanStep]:
+        """This split's lines of the training plan: ready (found, verified) or the stages training it takes."""
+        how, folder = self.locate(split)
+        if how == "train":
+            return self.training_steps(split, folder)
+        source = {"path": f"given path {folder}", "published": f"published {self.published}"}.get(how, str(folder))
+        return [PlanStep(self.kind, split, "train", "ready", location=source, done=True)]
+
+    def estimate(self, split: Split) -> str:
+        """The forecast printed before training on demand when no plan was printed: ``N questions, about M min on
+        T CPU threads``."""
+        return f"{self.training_step(split).forecast()} on {where(self.context.device)}"
 
     # -- resolution --------------------------------------------------------------------------------------------------
     def bind(self, context: TrainingContext) -> None:
@@ -161,45 +196,60 @@ class PerSeedArtifact:
         assert self.context is not None
         return Path(self.context.models_dir) / self.kind / self.identity_hash() / f"seed{split.seed}"
 
-    def __call__(self, split: Split) -> Any:
-        key = split.seed if split.seed is not None else split.name
-        if key in self._loaded:
-            return self._loaded[key]
+    def locate(self, split: Split) -> tuple[str, Path | None]:
+        """How this split's model is found, without loading or training it: ``("path", folder)``,
+        ``("published", None)``, ``("recipe", folder)`` (ours, present and verified) or ``("train", folder)``
+        (absent: trained on demand there). Raises what loading would (a missing path, a mismatched or damaged
+        checkpoint, training on demand off), so a run fails before it trains anything."""
         if self.path:
             folder = Path(self.path.format(seed=split.seed, split=split.name))
             if not folder.exists():
                 raise MissingArtifactError(f"{self.kind}: no checkpoint at {folder} (from path={self.path!r}); "
                                            f"fix the path or drop it to use/train the recipe's own checkpoints")
             self._verify(folder)
-            self.resolved[split.name] = f"path {folder}"
-            model = self.load(folder)
-        elif self.published:
+            return "path", folder
+        if self.published:
+            return "published", None
+        folder = self.folder(split)
+        if (folder / TRAINING_INFO).is_file():
+            self._verify(folder)
+            return "recipe", folder
+        if not self.train_on_demand:
+            raise MissingArtifactError(
+                f"{self.kind}: no checkpoint for split {split.name} at {folder}; run `python -m memrepro "
+                f"train` with the same settings, or set train_on_demand=true")
+        return "train", folder
+
+    def __call__(self, split: Split) -> Any:
+        key = split.seed if split.seed is not None else split.name
+        if key in self._loaded:
+            return self._loaded[key]
+        how, folder = self.locate(split)
+        if how == "published":
             self.resolved[split.name] = f"published {self.published}"
             model = self.load_published(self.published)
         else:
-            folder = self.folder(split)
-            if not (folder / TRAINING_INFO).is_file():
-                if not self.train_on_demand:
-                    raise MissingArtifactError(
-                        f"{self.kind}: no checkpoint for split {split.name} at {folder}; run `python -m memrepro "
-                        f"train` with the same settings, or set train_on_demand=true")
-                hint = self.estimate(split)
+            if how == "train":
+                hint = "" if self.context.plan_printed else f", {self.estimate(split)}"
                 print(f"memrepro: training {self.kind} for split {split.name} (recipe {self.identity_hash()})"
-                      f"{', ' + hint if hint else ''} -> {folder}", flush=True)
+                      f"{hint} -> {folder}", flush=True)
                 folder.parent.mkdir(parents=True, exist_ok=True)
                 (folder.parent / "identity.json").write_text(json.dumps(self.identity(), indent=2, default=str))
                 self.train(split, folder)
-            self._verify(folder)
-            self.resolved[split.name] = f"recipe {self.identity_hash()}"
+                self._verify(folder)
+            self.resolved[split.name] = f"path {folder}" if how == "path" else f"recipe {self.identity_hash()}"
             model = self.load(folder)
         self._loaded[key] = model
         return model
 
     def _verify(self, folder: Path) -> None:
-        """Our checkpoints carry the identity they were trained for; refuse one that differs from the run's."""
+        """Our checkpoints carry the identity they were trained for; refuse one that differs from the run's.
+        A folder verified once in this process (the plan verifies before the run loads) is not hashed again."""
         info_path = folder / TRAINING_INFO
         if not info_path.is_file() or self.context is None:
             return  # a foreign checkpoint (published, or trained elsewhere): loaded as given, labelled by its path
+        if (folder, self.identity_hash()) in self._verified:
+            return
         try:
             info = json.loads(info_path.read_text())
         except (OSError, json.JSONDecodeError) as exc:
@@ -218,6 +268,7 @@ class PerSeedArtifact:
             detail = "; ".join(f"{k}: checkpoint {_short(a.get(k))} vs run {_short(b.get(k))}" for k in differ[:6])
             raise CheckpointMismatchError(f"{folder}: trained for another recipe, base model, data or encoder than "
                                           f"this run ({detail}); use the matching settings or another checkpoint")
+        self._verified.add((folder, self.identity_hash()))
 
 
 def _flatten(value: Any, prefix: str = "") -> dict[str, Any]:
@@ -233,3 +284,43 @@ def _flatten(value: Any, prefix: str = "") -> dict[str, Any]:
 def _short(value: Any, limit: int = 80) -> str:
     text = json.dumps(value, sort_keys=True, default=str)
     return text if len(text) <= limit else text[:limit] + "…"
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Derived files kept beside a model folder (a cross-encoder's training records): JSON with a digest and identity
+
+
+def save_checked(path: Path, identity: Any, content: Any) -> None:
+    """Write ``content`` atomically as a first line holding the sha256 of the rest, then ``{identity, content}``
+    as JSON, so a damaged or foreign file is recognised on read."""
+    payload = json.dumps({"identity": identity, "content": content}, default=str).encode()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.parent / f".{path.name}.tmp-{uuid.uuid4().hex[:8]}"
+    try:
+        with open(tmp, "wb") as handle:
+            handle.write(json.dumps({"sha256": hashlib.sha256(payload).hexdigest()}).encode() + b"\n" + payload)
+        os.replace(tmp, path)
+    except BaseException:  # killed mid-write: the previous file (if any) stays whole, no partial copy beside it
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def load_checked(path: Path, identity: Any, what: str, quiet: bool = False) -> Any | None:
+    """The content :func:`save_checked` wrote when ``path`` exists, is intact and was written for ``identity``;
+    else None, and (unless ``quiet``) one line naming the file and why it is not used."""
+    if not path.is_file():
+        return None
+    try:
+        header, _, payload = path.read_bytes().partition(b"\n")
+        if hashlib.sha256(payload).hexdigest() != json.loads(header)["sha256"]:
+            raise ValueError("sha256 mismatch")
+        document = json.loads(payload)
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        if not quiet:
+            print(f"  ignoring {path}: damaged {what} ({type(exc).__name__}: {exc}); rebuilding it", flush=True)
+        return None
+    if config_hash(document.get("identity")) != config_hash(identity):
+        if not quiet:
+            print(f"  ignoring {path}: {what} for another recipe, data or split; rebuilding it", flush=True)
+        return None
+    return document["content"]

@@ -31,9 +31,11 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 import torch
 
-from memrepro.models.convmemory_v1 import ConvMemoryV1, QueryInputs, V1Architecture, features, sliding_windows
+from memrepro.models.convmemory_v1 import (ConvMemoryV1, QueryInputs, V1Architecture, ce_lite_scores, features,
+                                          sliding_windows)
 from memrepro.models.cross_encoder import TRAINING_INFO
 from memrepro.training.artifacts import PerSeedArtifact, published_folder, weights_sha256
+from memrepro.training.sanity import SANITY_RECORDS, DivergedModelError, check_loss, check_scores, check_weights
 from memrepro.training.state import load_state, partial_path, save_state
 from memrepro.training.recipes import V1Recipe
 from memrepro.types import Split
@@ -101,27 +103,34 @@ def train_v1(items: Sequence[TrainItem], teacher_of: Callable[[TrainItem], np.nd
     total = len(items) * recipe.epochs
     last_save, started = time.perf_counter(), time.perf_counter() - seconds
     bar = tqdm(total=total, initial=done, desc=f"v1 seed {seed}", disable=not progress, unit="q")
+    what = f"convmemory_v1 training into {out_dir} (recipe {recipe.label}, lr {recipe.lr:g})"
     try:
         for step in range(done, total):
             item = items[step % len(items)]
             if len(item.inputs.candidates) >= 2:  # the official loop skips single-candidate questions
                 loss = item_loss(model, item, teacher_of(item), recipe)
+                value = float(loss.detach())
+                check_loss(value, what, step + 1, total)
                 optimiser.zero_grad()
                 loss.backward()
                 optimiser.step()
-                losses.append(float(loss.detach()))
+                losses.append(value)
             done = step + 1
             bar.update(1)
             if checkpoint_every_s >= 0 and time.perf_counter() - last_save >= checkpoint_every_s and done < total:
                 _save_partial(partial, model, optimiser, done, losses, time.perf_counter() - started, info)
                 last_save = time.perf_counter()
+        model.eval()
+        _check_trained(model, items, what)
+    except DivergedModelError:
+        partial.unlink(missing_ok=True)  # resuming would diverge again: a rerun starts afresh
+        raise
     except BaseException:
         if done:
             _save_partial(partial, model, optimiser, done, losses, time.perf_counter() - started, info)
         raise
     finally:
         bar.close()
-    model.eval()
     log = {**info, "recipe": asdict(recipe), "recipe_label": recipe.label, "architecture": architecture.to_dict(),
            "init_seed": seed if recipe.init_seed is None else recipe.init_seed, "steps": len(losses),
            "parameters": sum(p.numel() for p in model.parameters()),
@@ -130,6 +139,15 @@ def train_v1(items: Sequence[TrainItem], teacher_of: Callable[[TrainItem], np.nd
     save_v1(model, out_dir, log)
     partial.unlink(missing_ok=True)
     return log
+
+
+def _check_trained(model: ConvMemoryV1, items: Sequence[TrainItem], what: str) -> None:
+    """Finite weights, and finite CE-lite scores of a few dev questions, before the model may be saved."""
+    check_weights(model.state_dict(), what, "nothing was saved; lower the recipe's lr and train again")
+    sample = [item for item in items if len(item.inputs.candidates) >= 2][:SANITY_RECORDS]
+    if sample:
+        check_scores(np.concatenate([ce_lite_scores(model, item.inputs, "candidate_local") for item in sample]),
+                     what, len(sample))
 
 
 def _save_partial(path: Path, model: ConvMemoryV1, optimiser, done: int, losses: list[float], seconds: float,
@@ -176,6 +194,7 @@ def load_v1(folder: Path) -> tuple[ConvMemoryV1, dict | None]:
                          f"router/lexical settings ({architecture.extra_scalar_features})")
     model = ConvMemoryV1(architecture)
     model.load_official_state(torch.load(folder / "model.pt", map_location="cpu", weights_only=True))
+    check_weights(model.state_dict(), f"{folder / 'model.pt'}", f"delete {folder} to train it again")
     model.eval()
     info = folder / TRAINING_INFO
     return model, (json.loads(info.read_text()) if info.is_file() else None)
@@ -191,7 +210,10 @@ class V1Models(PerSeedArtifact):
     seed 23's dev conversations, so it has seen test conversations of the other four seeds)."""
 
     kind = "convmemory_v1"
-    UNIT, SECONDS_PER_UNIT = "questions", 0.6  # measured: LoCoMo (~600 windows per question), one torch thread
+    # measured on LoCoMo (~600 windows a question), dense teacher: 234 s for seed 7's 1,039 dev questions on one
+    # torch thread (0.24-0.26 s a question again on a shared 2-core CPU); small per-question tensors, so more
+    # threads do not speed it up (SCALES_WITH_THREADS stays False)
+    UNIT, SECONDS_PER_UNIT = "questions", 0.23
     # a cross-encoder teacher scores each question's whole pool: measured 2026-12-02, one thread, seed 7, a MiniLM
     # teacher over 500 plain pairs: 4,385 s for 1,039 questions against 234 s with the dense cosine
     TEACHER_SECONDS_PER_QUESTION = 4.0
@@ -214,7 +236,7 @@ class V1Models(PerSeedArtifact):
 
     def architecture(self) -> V1Architecture:
         assert self.context is not None
-        return V1Architecture(dim=int(self.context.index.matrix.shape[-1]), **self.shape)
+        return V1Architecture(dim=self.context.dim, **self.shape)
 
     def recipe_identity(self) -> dict[str, Any]:
         return {"recipe": asdict(self.recipe), "architecture": self.architecture().to_dict()}

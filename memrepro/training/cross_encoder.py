@@ -1,4 +1,4 @@
-"""Fine-tune a cross-encoder with ConvMemory v2's published recipe (``../shared/specs/retrievers.md`` §8.2).
+"""Fine-tune a cross-encoder with ConvMemory v2's published recipe (docs/convmemory-training.md#cross-encoder-recipes).
 
 Records come from one split's **dev** conversations only (conversation level, never a row split): the first
 stage's protected top-10 with positions, and the gold ids present. Loss: listwise softmax cross-entropy over each
@@ -28,8 +28,11 @@ from memrepro.models.cross_encoder import TRAINING_INFO, CrossEncoderScorer
 from memrepro.retrievers.arms import ARMS, NO_TEXT_ARMS
 from memrepro.retrievers.cascade import (DonorTexts, arm_rng, as_candidate, check_candidates, corrupt_texts,
                                          v2_pairs)
-from memrepro.training.artifacts import PerSeedArtifact, published_folder, weights_sha256
+from memrepro.training.artifacts import (PerSeedArtifact, load_checked, published_folder, save_checked,
+                                         weights_sha256)
+from memrepro.training.plan import PlanStep
 from memrepro.training.recipes import CrossEncoderRecipe
+from memrepro.training.sanity import SANITY_RECORDS, DivergedModelError, check_loss, check_scores, check_weights
 from memrepro.training.state import load_state, partial_path, save_state
 from memrepro.types import Benchmark, Split
 
@@ -62,7 +65,7 @@ def build_records(benchmark: Benchmark, split: Split, rankings: dict[str, Frozen
         raise ValueError(f"split {split.name}: dev and test conversations overlap")
     records = []
     for query in benchmark.queries:
-        if query.episode_id not in dev or not query.scored:
+        if query.episode_id not in dev or not query.scored or query.id not in rankings:  # rankings: limit_queries
             continue
         episode = benchmark.episodes[query.episode_id]
         by_id = {m.id: m for m in episode.memories}
@@ -142,10 +145,16 @@ def train(records: Sequence[TrainRecord], base_path: str, out_dir: Path, recipe:
                              "schedule": schedule.state_dict(), "torch_rng": torch.get_rng_state(), "done": done,
                              "losses": losses, "masked": masked, "seconds": time.perf_counter() - started})
 
+    def pairs_of(record: TrainRecord) -> list[tuple[str, str]]:
+        pool = donors.excluding(record.episode_id) if donors is not None else ()
+        return training_pairs(record, recipe, corrupt_texts(recipe.arm, record.query_id, record.candidates, pool,
+                                                             recipe.seed))
+
     total = len(batches) * recipe.epochs
     last_save, started = time.perf_counter(), time.perf_counter() - seconds
     bar = tqdm(total=total, initial=done, desc=f"cross-encoder seed {recipe.seed}", disable=not progress,
                unit="batch")
+    what = f"cross-encoder training into {out_dir} (recipe lr {recipe.lr:g}, head_lr {recipe.head_lr or recipe.lr:g})"
     try:
         for position in range(done, total):
             lefts, rights, spans, targets = [], [], [], []
@@ -156,9 +165,7 @@ def train(records: Sequence[TrainRecord], base_path: str, out_dir: Path, recipe:
                 if not target.any():
                     masked += 1
                     continue
-                pool = donors.excluding(record.episode_id) if donors is not None else ()
-                texts = corrupt_texts(recipe.arm, record.query_id, record.candidates, pool, recipe.seed)
-                pairs = training_pairs(record, recipe, texts)
+                pairs = pairs_of(record)
                 spans.append((len(lefts), len(lefts) + len(pairs)))
                 lefts += [p[0] for p in pairs]
                 rights += [p[1] for p in pairs]
@@ -169,6 +176,7 @@ def train(records: Sequence[TrainRecord], base_path: str, out_dir: Path, recipe:
                 logits = network(**encoded).logits.squeeze(-1)
                 loss = torch.stack([-(t.to(device) * torch.log_softmax(logits[a:b], dim=0)).sum()
                                     for (a, b), t in zip(spans, targets)]).mean()
+                check_loss(loss.item(), what, position + 1, total)
                 optimiser.zero_grad()
                 loss.backward()
                 optimiser.step()
@@ -180,13 +188,21 @@ def train(records: Sequence[TrainRecord], base_path: str, out_dir: Path, recipe:
             if checkpoint_every_s >= 0 and time.perf_counter() - last_save >= checkpoint_every_s and done < total:
                 save()
                 last_save = time.perf_counter()
+        network.eval()
+        check_weights(network.state_dict(), what, "nothing was saved; lower the recipe's lr and train again")
+        sample = records[:SANITY_RECORDS]
+        if sample:
+            check_scores(model.predict([pair for record in sample for pair in pairs_of(record)],
+                                       activation_fn=torch.nn.Identity(), show_progress_bar=False), what, len(sample))
+    except DivergedModelError:
+        partial.unlink(missing_ok=True)  # resuming would diverge again: a rerun starts afresh
+        raise
     except BaseException:
         if done:
             save()
         raise
     finally:
         bar.close()
-    network.eval()
     log = {**(info or {}), "base_model": base_label, "recipe": asdict(recipe), "records": len(records), "masked_records": masked,
            "steps": len(losses), "loss_first": losses[0] if losses else None,
            "loss_last_mean": float(np.mean(losses[-20:])) if losses else None,
@@ -194,12 +210,16 @@ def train(records: Sequence[TrainRecord], base_path: str, out_dir: Path, recipe:
            "loss_curve": [float(np.mean(losses[i:i + 20])) for i in range(0, len(losses), 20)]}
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     tmp = out_dir.parent / f".{out_dir.name}.tmp-{uuid.uuid4().hex[:8]}"
-    model.save(str(tmp))
-    log["weights_sha256"] = weights_sha256(tmp)  # checked on every load (a damaged file is refused)
-    (tmp / TRAINING_INFO).write_text(json.dumps(log, indent=2))
-    if out_dir.exists():
-        shutil.rmtree(out_dir)
-    os.replace(tmp, out_dir)
+    try:
+        model.save(str(tmp))
+        log["weights_sha256"] = weights_sha256(tmp)  # checked on every load (a damaged file is refused)
+        (tmp / TRAINING_INFO).write_text(json.dumps(log, indent=2))
+        if out_dir.exists():
+            shutil.rmtree(out_dir)
+        os.replace(tmp, out_dir)
+    except BaseException:  # SIGTERM or Ctrl-C mid-save: no half-saved model folder left beside out_dir
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
     partial.unlink(missing_ok=True)
     return log
 
@@ -211,9 +231,13 @@ class TrainedCrossEncoders(PerSeedArtifact):
 
     kind = "cross_encoder"
     UNIT = "records"
-    # measured, one torch thread, MiniLM-L6 backbone, 10 pairs a record: 1.5-2.0 s with the memory text (LoCoMo),
-    # 0.23 s without it (scalar_only: only the time and rank prefixes, a few tokens a pair)
+    # measured, one torch thread, MiniLM-L6 backbone, 10 pairs a record: 1.5-2.0 s with the memory text (LoCoMo:
+    # 1,338-1,839 s for a seed's ~1,000 records with the other core busy), 0.23 s without it (scalar_only: only the
+    # time and rank prefixes, a few tokens a pair). Batched matmuls: on 2 threads 0.59-0.80 s a record (~13 min a
+    # seed), so the forecast divides by torch's threads.
     SECONDS_PER_RECORD = {"text": 1.5, "no_text": 0.25}
+    SCALES_WITH_THREADS = True
+    RECORD_BATCH = 64  # dev questions per record-stage call while building records (one progress-bar step)
 
     def seconds_per_unit(self) -> float:
         pairs = self.recipe.protected + self.recipe.hard_negatives  # the figures are for 10 pairs a record
@@ -281,8 +305,26 @@ class TrainedCrossEncoders(PerSeedArtifact):
             return f"checkpoint {self.path}"
         return f"per-seed retrained from {self.base()[1]}"
 
+    def training_steps(self, split: Split, folder: Path) -> list[PlanStep]:
+        """Building the records (the record stage ranks every dev question; none when they are cached), then
+        training on them."""
+        stage = self.record_stage
+        n = len(self.dev_questions(split))
+        cache = self.records_cache(split)
+        build = PlanStep(self.kind, split, "records", f"build records from {self.record_stage_name}'s rankings of",
+                         n, "questions", n * getattr(stage, "SECONDS_PER_QUERY", 0.0), str(cache))
+        if self._cached_records(split, quiet=True) is not None:
+            build = PlanStep(self.kind, split, "records", "records built", location=str(cache), done=True)
+        return [build, self.training_step(split, folder)]
+
+    @property
+    def record_stage_name(self) -> str:
+        return str(getattr(self.record_stage, "name", type(self.record_stage).__name__))
+
     def stage_rankings(self, split: Split) -> dict[str, FrozenRanking]:
-        """The record stage's frozen ranking of each of the split's dev questions."""
+        """The record stage's frozen ranking of each of the split's dev questions (a progress bar over them)."""
+        from tqdm.auto import tqdm
+
         from memrepro.evaluation.freeze import freeze
         from memrepro.retrievers.base import RetrievalInput
 
@@ -290,30 +332,65 @@ class TrainedCrossEncoders(PerSeedArtifact):
         dev = ctx.dev_queries(split, self.recipe.limit_queries)
         if hasattr(stage, "for_split"):
             stage.for_split(split)
-        results = stage.retrieve([RetrievalInput(q.id, q.text, q.episode_id) for q in dev],
-                                 np.stack([ctx.query_vectors[q.id] for q in dev]), ctx.index)
-        return {q.id: freeze(q.id, r.hits, ctx.benchmark.episodes[q.episode_id], stage.order)
-                for q, r in zip(dev, results)}
+        rankings: dict[str, FrozenRanking] = {}
+        with tqdm(total=len(dev), desc=f"records seed {split.seed} ({self.record_stage_name})", unit="q",
+                  disable=not ctx.progress) as bar:
+            for start in range(0, len(dev), self.RECORD_BATCH):  # each question is ranked alone: same result
+                batch = dev[start:start + self.RECORD_BATCH]
+                results = stage.retrieve([RetrievalInput(q.id, q.text, q.episode_id) for q in batch],
+                                         np.stack([ctx.query_vectors[q.id] for q in batch]), ctx.index)
+                rankings.update({q.id: freeze(q.id, r.hits, ctx.benchmark.episodes[q.episode_id], stage.order)
+                                 for q, r in zip(batch, results)})
+                bar.update(len(batch))
+        return rankings
 
     def records(self, split: Split, rankings: dict[str, FrozenRanking] | None = None) -> list[TrainRecord]:
         """The split's dev questions as training records: the record stage's protected top (and hard negatives
         when the recipe asks), gold kept apart. ``rankings``: ``stage_rankings(split)`` when the caller has them."""
         rankings = self.stage_rankings(split) if rankings is None else rankings
-        return [r for r in build_records(self.context.benchmark, split, rankings, self.recipe.protected,
-                                         self.recipe.hard_negatives, self.recipe.negative_pool)
-                if r.query_id in rankings]
+        return build_records(self.context.benchmark, split, rankings, self.recipe.protected,
+                             self.recipe.hard_negatives, self.recipe.negative_pool)
+
+    def records_cache(self, split: Split) -> Path:
+        """Where this split's built records are kept, beside its model folder (same recipe hash)."""
+        folder = self.folder(split)
+        return folder.parent / f"{folder.name}.records.json"
+
+    def _records_identity(self, split: Split) -> dict[str, Any]:
+        return {"identity": self.identity(), "split": split.name, "seed": split.seed,
+                "dev_episodes": sorted(split.dev_episode_ids)}
+
+    def _cached_records(self, split: Split, quiet: bool = False) -> list[TrainRecord] | None:
+        rows = load_checked(self.records_cache(split), self._records_identity(split), "training-record cache", quiet)
+        if rows is None:
+            return None
+        return [TrainRecord(r["query_id"], r["query"], tuple(dict(c) for c in r["candidates"]), tuple(r["gold_ids"]),
+                            r["episode_id"]) for r in rows]
+
+    def training_records(self, split: Split) -> list[TrainRecord]:
+        """:meth:`records`, kept beside the model folder once built (atomically, with a digest and the identity they
+        were built for): a resumed training does not rank the dev questions again; a damaged or foreign cache is
+        named in one line and rebuilt."""
+        cached = self._cached_records(split)
+        if cached is not None:
+            print(f"  records for split {split.name}: {len(cached)} read from {self.records_cache(split)}", flush=True)
+            return cached
+        records = self.records(split)
+        save_checked(self.records_cache(split), self._records_identity(split), [asdict(r) for r in records])
+        return records
 
     def donors(self, episode_ids: Sequence[str]) -> DonorTexts:
         return DonorTexts({e: [m.text for m in self.context.benchmark.episodes[e].memories] for e in episode_ids})
 
     def train(self, split: Split, out_dir: Path) -> None:
-        records = self.records(split)
+        records = self.training_records(split)
         base_path, base_label = self.base()
         recipe = Recipe(**{**asdict(self.recipe), "seed": int(split.seed or 0)})
         log = train(records, base_path, out_dir, recipe, base_label, device=self.context.device,
                     donors=self.donors(split.dev_episode_ids), checkpoint_every_s=self.context.checkpoint_every_s,
                     progress=self.context.progress,
                     info={"identity": self.identity(), "split": split.name, "seed": split.seed})
+        self.records_cache(split).unlink(missing_ok=True)  # the model is saved: its records are spent
         print(f"  cross-encoder seed {split.seed}: {log['steps']} steps in {log['train_seconds']:.0f} s, loss "
               f"{log['loss_first']:.3f} -> {log['loss_last_mean']:.3f}", flush=True)
 

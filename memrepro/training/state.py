@@ -26,8 +26,12 @@ def save_state(path: Path, state: dict[str, Any]) -> None:
     buffer = io.BytesIO()
     torch.save(state, buffer)
     blob = buffer.getvalue()
-    torch.save({"sha256": hashlib.sha256(blob).hexdigest(), "state": blob}, tmp)
-    os.replace(tmp, path)
+    try:
+        torch.save({"sha256": hashlib.sha256(blob).hexdigest(), "state": blob}, tmp)
+        os.replace(tmp, path)
+    except BaseException:  # SIGTERM or Ctrl-C mid-write: the last whole state stays, no half-written copy beside it
+        tmp.unlink(missing_ok=True)
+        raise
 
 
 def load_state(path: Path, identity: Any) -> dict[str, Any] | None:

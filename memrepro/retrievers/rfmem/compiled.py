@@ -1,6 +1,6 @@
 """Recollection, compiled engine: the faithful engine's per-query algorithm in numba machine code.
 
-Spec: ``../shared/specs/retrievers.md`` §3. ``recollection.recollect_faithful`` runs RF-Mem's
+See docs/retrievers.md#recollection. ``recollection.recollect_faithful`` runs RF-Mem's
 ``retrieve_pyramid_v2`` one query at a time in Python with scikit-learn's KMeans; for PersonaBench-sized pools
 nearly all of its time is interpreter and scikit-learn call overhead (87 % in ``KMeans.fit_predict``, of which the
 Lloyd iterations are about a tenth). This engine compiles the per-query loop itself: the same steps in the same

@@ -1,4 +1,4 @@
-"""RF-Mem's familiarity gate (``../shared/specs/retrievers.md`` §2): probe, mean, entropy, ordered rule.
+"""RF-Mem's familiarity gate (docs/retrievers.md#rf-mem-gate): probe, mean, entropy, ordered rule.
 
 The arithmetic follows the official code operation by operation, in float32, because the published routing
 counts depend on it: the mean is NumPy's float32 mean, the softmax exponentials are float32, the entropy is
@@ -35,7 +35,7 @@ RULE_ENTROPY_HIGH = "entropy_high"
 
 @dataclass(frozen=True)
 class GateDecision:
-    """One query's gate outcome and the diagnostics the spec asks to record."""
+    """One query's gate outcome and the diagnostics recorded per query (docs/retrievers.md#rf-mem-gate)."""
 
     path: GatePath
     rule: str

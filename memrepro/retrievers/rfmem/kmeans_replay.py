@@ -59,7 +59,7 @@ def sklearn_cumsum_is_float32() -> bool:
     run in the same environment; without scikit-learn it follows the pinned 1.6.1.
 
     Read from ``sklearn/cluster/_kmeans.py``'s source text, located without importing scikit-learn: importing it
-    (with scipy.stats) costs more than a whole point of a sweep on the compiled engine (issue 15 §4).
+    (with scipy.stats) costs more than a whole point of a sweep on the compiled engine.
     """
     spec = importlib.util.find_spec("sklearn")  # a top-level spec: finds the package without executing it
     if spec is None or not spec.submodule_search_locations:

@@ -1,11 +1,12 @@
-"""Parameters of the RF-Mem family, one dataclass per component (``../shared/specs/retrievers.md`` §2-5).
+"""Parameters of the RF-Mem family, one dataclass per component (docs/retrievers.md#rf-mem-gate,
+docs/retrievers.md#recollection, docs/retrievers.md#rf-mem-hyper-parameters).
 
 These dataclasses are *the* schema: the engines take them whole, and ``memrepro/config.py`` nests them into the
-Hydra retriever configs (``retriever.recollection.alpha=0.3``, ``retriever.gate.tau=0.3``), so a default is
-written once, here. The defaults are the PersonaMem column of spec §5 (the official run.sh and call-site
-values), which is what ``retriever=recollection`` / ``retriever=rfmem`` run; the per-benchmark presets in
-``conf/retriever/`` state only what differs. Field names follow the spec; every switch the spec names is here so
-a faithful and a clean run differ only in configuration. Not frozen: OmegaConf makes a frozen dataclass a
+Hydra retriever configs (``retriever.recollection.alpha=0.3``, ``retriever.gate.tau=0.3``), so a default is written
+once, here. The defaults are the PersonaMem column of docs/retrievers.md#rf-mem-hyper-parameters (the official
+run.sh and call-site values), which is what ``retriever=recollection`` / ``retriever=rfmem`` run; the per-benchmark
+presets in ``conf/retriever/`` state only what differs. Field names follow docs/retrievers.md; every switch it names
+is here so a faithful and a clean run differ only in configuration. Not frozen: OmegaConf makes a frozen dataclass a
 read-only node, which no override could change.
 
 Choice-valued fields are ``str`` (OmegaConf has no ``Literal``); the allowed values are checked by
@@ -20,7 +21,8 @@ from typing import Any, Mapping, Optional, TypeVar
 
 @dataclass
 class GateParams:
-    """The familiarity gate (§2): probe top-``probe_k``, mean and entropy, ordered threshold rule."""
+    """The familiarity gate (docs/retrievers.md#rf-mem-gate): probe top-``probe_k``, mean and entropy, ordered
+    threshold rule."""
 
     probe_k: int = 10
     probe_floor: Optional[float] = 0.0  # keep probe scores >= floor; None = keep all
@@ -35,7 +37,7 @@ class GateParams:
 
 @dataclass
 class RecollectionParams:
-    """Recollection (§3, ``retrieve_pyramid_v2`` with "mean_group" expansion)."""
+    """Recollection (docs/retrievers.md#recollection: ``retrieve_pyramid_v2`` with "mean_group" expansion)."""
 
     k: int = 10  # items to return (out_k)
     beam: int = 3  # B
@@ -64,7 +66,7 @@ class RecollectionParams:
 
 @dataclass
 class FamiliarityParams:
-    """The Familiarity path (§1): dense top-K with a floor."""
+    """The Familiarity path (docs/retrievers.md#familiarity): dense top-K with a floor."""
 
     k: Optional[int] = None  # None: the Recollection K
     min_sim: Optional[float] = 0.3
@@ -164,7 +166,7 @@ def validate_familiarity(params: FamiliarityParams) -> None:
         raise ValueError(f"familiarity k must be >= 1, got {params.k}")
 
 
-# Retriever configs recorded before the parameters were nested (runs made before issue 14) held every field flat;
+# Retriever configs recorded before the parameters were nested held every field flat;
 # ``familiarity_k`` / ``familiarity_min_sim`` were the Familiarity block's ``k`` / ``min_sim``.
 _FLAT_FAMILIARITY = {"familiarity_k": "k", "familiarity_min_sim": "min_sim"}
 

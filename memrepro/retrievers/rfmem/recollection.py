@@ -1,6 +1,6 @@
 """Recollection, faithful engine: RF-Mem's ``retrieve_pyramid_v2`` with "mean_group" expansion, one query at a time.
 
-Spec: ``../shared/specs/retrievers.md`` §3. The published PersonaBench numbers depend on details the paper does
+See docs/retrievers.md#recollection. The published PersonaBench numbers depend on details the paper does
 not state, so this follows the official code operation by operation:
 
 * exact top-N search, ``N = (B + r)·F`` per branch, float32 inner products, ties by pool position;

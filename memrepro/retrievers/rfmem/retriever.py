@@ -1,6 +1,6 @@
 """RF-Mem retrievers behind memrepro's Retriever protocol: Recollection alone, and the gated RF-Mem composition.
 
-Spec: ``../shared/specs/retrievers.md`` §2-§5. Both keep their algorithm's own order (``order = "native"``):
+See docs/retrievers.md#rf-mem. Both keep their algorithm's own order (``order = "native"``):
 Recollection emits in insertion order and must not be re-sorted; a Familiarity-path result is already in the
 project's score order (score descending, position ascending), so native order keeps it as it is.
 

@@ -1,0 +1,132 @@
+"""Cells whose runs are absent keep their committed value: ``tables`` never replaces a number with "—".
+
+A rendered table is a frame of display strings. Where the new rendering has nothing for a cell ("—", "not run",
+"missing", empty: its run is not in ``results/runs``) but the table already on disk has a value, that value is
+kept and marked with :data:`MARK`; every other cell is the new rendering. Rows are matched by their key (the
+shortest run of leading columns that names each row once), so a row or column that the new rendering drops is
+kept too. A table with no kept cell is written exactly as rendered.
+
+This is what lets a fresh clone, which has only the kept runs (``results/kept``), re-render the committed tables
+byte for byte: the cells it can compute come out the same, and the others are the committed ones, already marked.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+
+MARK = "‡"
+ABSENT = frozenset({"", "—", "-", "nan", "none", "not run", "missing", "missing: not run"})
+
+
+def note(kept: int) -> str:
+    """The table note that explains the mark (the same text for the same count, so a re-render is stable)."""
+    return (f"{MARK} {kept} cell{'s' if kept != 1 else ''} not re-rendered: their runs are not in results/runs, so "
+            f"the committed values are kept (`python -m memrepro experiments` computes the runs).")
+
+
+def is_absent(value: object) -> bool:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return True
+    return unmarked(str(value)).strip().lower() in ABSENT
+
+
+def unmarked(text: str) -> str:
+    return text[:-len(MARK)].rstrip() if text.endswith(MARK) else text
+
+
+def marked(text: str) -> str:
+    return text if text.endswith(MARK) else f"{text} {MARK}"
+
+
+@dataclass
+class Merged:
+    frame: pd.DataFrame
+    kept: int = 0  # cells taken from the committed table (marked)
+    key: list[str] = field(default_factory=list)
+    origin: list[int | None] = field(default_factory=list)  # per row: its row in the new rendering, if any
+
+    def bold(self, new_bold: pd.DataFrame | None) -> pd.DataFrame | None:
+        """The new rendering's bold flags moved to the merged rows (kept cells are never bold)."""
+        if new_bold is None or not self.kept:
+            return new_bold
+        flags = new_bold.reset_index(drop=True)
+        rows = [[bool(flags.iloc[at][c]) if at is not None and c in flags.columns
+                 and not self.frame.iloc[i][c].endswith(MARK) else False for c in self.frame.columns]
+                for i, at in enumerate(self.origin)]
+        return pd.DataFrame(rows, columns=self.frame.columns)
+
+
+def read_committed(csv_path: Path) -> pd.DataFrame | None:
+    """The committed table's cells as strings, or None when there is none (or it cannot be parsed)."""
+    if not csv_path.is_file():
+        return None
+    try:
+        return pd.read_csv(csv_path, dtype=str, keep_default_na=False)
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError):
+        return None
+
+
+def read_committed_notes(md_path: Path) -> list[str]:
+    """The notes (``- `` lines after the table) of a committed Markdown table."""
+    if not md_path.is_file():
+        return []
+    lines = md_path.read_text(encoding="utf-8").splitlines()
+    return [line[2:] for line in lines if line.startswith("- ")]
+
+
+def kept_notes(new_notes: list[str], old_notes: list[str]) -> list[str]:
+    """Committed notes the new rendering no longer has (they describe kept cells, e.g. a cost ratio), marked;
+    the count note is written anew."""
+    present = {unmarked(n) for n in new_notes}
+    return [marked(n) for n in old_notes if unmarked(n) not in present and not n.startswith(MARK)]
+
+
+def _key(old: pd.DataFrame, new: pd.DataFrame) -> list[str]:
+    """The shortest run of leading committed columns that names each row once in both tables ([] when none)."""
+    columns: list[str] = []
+    for column in old.columns:
+        if column not in new.columns:
+            break
+        columns.append(column)
+        if not old.duplicated(columns).any() and not new.astype(str).duplicated(columns).any():
+            return columns
+    return []
+
+
+def merge(new: pd.DataFrame, old: pd.DataFrame | None) -> Merged:
+    """``new`` with every absent cell that ``old`` (the committed table) has filled in and marked."""
+    if old is None or old.empty:
+        return Merged(new)
+    key = _key(old, new) if not new.empty else []
+    if not key and not new.empty:
+        return Merged(new)  # rows cannot be matched: the new rendering stands as it is
+    new_rows = {tuple(str(v) for v in row): i for i, row in enumerate(new[key].itertuples(index=False))} if key else {}
+    columns = list(old.columns) + [c for c in new.columns if c not in old.columns]
+    rows: list[dict[str, str]] = []
+    origin: list[int | None] = []
+    kept = 0
+    for _, old_row in old.iterrows():
+        at = new_rows.pop(tuple(old_row[key]), None) if key else None
+        row: dict[str, str] = {}
+        for column in columns:
+            fresh = new.iloc[at][column] if at is not None and column in new.columns else None
+            before = old_row.get(column, "")
+            if column in key:
+                row[column] = before
+            elif is_absent(fresh) and not is_absent(before):
+                row[column] = marked(before)
+                kept += 1
+            else:
+                row[column] = "" if fresh is None or (isinstance(fresh, float) and math.isnan(fresh)) else str(fresh)
+        rows.append(row)
+        origin.append(at)
+    for at in sorted(new_rows.values()):  # rows only the new rendering has
+        rows.append({c: str(new.iloc[at][c]) if c in new.columns else "" for c in columns})
+        origin.append(at)
+    if not kept:
+        return Merged(new, 0, key)
+    return Merged(pd.DataFrame(rows, columns=columns), kept, key, origin)

@@ -1,0 +1,85 @@
+"""``tables`` never replaces a committed number with "—": absent runs keep their committed cells, marked ‡, and a
+fresh clone (only the kept runs) re-renders every committed table, figure index, report and README block byte
+for byte."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from memrepro.tables import committed
+from memrepro.tables.render import write_table
+from memrepro.tables.rfmem_figures import write_index
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _table(rows: list[list[str]], columns=("method", "MRR", "R@10")) -> pd.DataFrame:
+    return pd.DataFrame(rows, columns=list(columns))
+
+
+def test_an_absent_cell_keeps_its_committed_value_marked_and_present_cells_are_re_rendered(tmp_path: Path) -> None:
+    write_table(_table([["dense", "0.3254", "0.5345"], ["v1", "0.5285", "0.7431"]]), tmp_path, "t", "T")
+    write_table(_table([["dense", "—", "—"], ["v1", "0.5283", "0.7437"]]), tmp_path, "t", "T", keep_committed=True)
+    csv = pd.read_csv(tmp_path / "t.csv", dtype=str, keep_default_na=False)
+    assert csv.values.tolist() == [["dense", "0.3254 ‡", "0.5345 ‡"], ["v1", "0.5283", "0.7437"]]
+    text = (tmp_path / "t.md").read_text(encoding="utf-8")
+    assert "‡ 2 cells not re-rendered" in text and "—" not in text
+    assert r"$\ddagger$" in (tmp_path / "t.tex").read_text(encoding="utf-8")
+
+
+def test_a_row_or_note_the_new_rendering_drops_is_kept_and_a_rerender_is_byte_identical(tmp_path: Path) -> None:
+    write_table(_table([["dense", "0.3254", "0.5345"], ["cascade", "0.5579", "0.7431"]]), tmp_path, "t", "T",
+                notes=["legend", "Cost cascade / v1: 2.40×"])
+    first = _table([["dense", "0.3254", "0.5345"]])
+    write_table(first, tmp_path, "t", "T", notes=["legend"], keep_committed=True)
+    once = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+    assert b"cascade,0.5579 \xe2\x80\xa1" in once["t.csv"] and b"Cost cascade / v1: 2.40\xc3\x97 \xe2\x80\xa1" in once["t.md"]
+    write_table(first, tmp_path, "t", "T", notes=["legend"], keep_committed=True)
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == once
+
+
+def test_a_table_whose_runs_are_all_present_is_written_as_rendered(tmp_path: Path) -> None:
+    write_table(_table([["dense", "0.3254 ‡", "0.5345 ‡"]]), tmp_path, "t", "T")
+    write_table(_table([["dense", "0.3250", "0.5300"]]), tmp_path, "t", "T", keep_committed=True)
+    assert (tmp_path / "t.csv").read_text(encoding="utf-8") == "method,MRR,R@10\ndense,0.3250,0.5300\n"
+    assert committed.MARK not in (tmp_path / "t.md").read_text(encoding="utf-8")
+
+
+def test_a_figure_that_cannot_be_drawn_keeps_its_committed_index_line_while_its_files_exist(tmp_path: Path) -> None:
+    (tmp_path / "f.png").write_bytes(b"png")
+    write_index(["- **Figure 14**: [f.png](f.png) — note"], tmp_path)
+    write_index(["- **Figure 14**: not drawn — the frame is empty"], tmp_path)
+    text = (tmp_path / "README.md").read_text(encoding="utf-8")
+    assert "[f.png](f.png) — note ‡ not redrawn" in text and "not drawn" not in text.split("not redrawn")[0]
+    (tmp_path / "f.png").unlink()  # no committed file any more: the index says so instead of linking nothing
+    write_index(["- **Figure 14**: not drawn — the frame is empty"], tmp_path)
+    assert "not drawn — the frame is empty" in (tmp_path / "README.md").read_text(encoding="utf-8")
+
+
+@pytest.mark.slow
+def test_tables_on_a_fresh_clone_re_renders_every_committed_file_byte_for_byte(tmp_path: Path) -> None:
+    """What a fresh clone has: the committed tables, figures, report and README, and the kept runs, no other run."""
+    results = tmp_path / "results"
+    for name in ("tables", "figures"):
+        shutil.copytree(REPO / "results" / name, results / name)
+    shutil.copy(REPO / "README.md", tmp_path / "README.md")
+    shutil.copy(REPO / "docs" / "reproduction.md", tmp_path / "reproduction.md")
+    done = subprocess.run([sys.executable, "-m", "memrepro", "tables", "--results", str(results),
+                           "--kept", str(REPO / "results" / "kept"), "--report", str(tmp_path / "reproduction.md"),
+                           "--readme", str(tmp_path / "README.md")],
+                          capture_output=True, text=True, cwd=tmp_path, timeout=900)
+    assert done.returncode == 0, done.stderr[-2000:]
+    changed = [f"results/{name}/{p.name}" for name in ("tables", "figures")
+               for p in sorted((REPO / "results" / name).iterdir())
+               if p.is_file() and (results / name / p.name).read_bytes() != p.read_bytes()]
+    changed += [name for name, ours in (("README.md", REPO / "README.md"),
+                                        ("docs/reproduction.md", REPO / "docs" / "reproduction.md"))
+                if (tmp_path / Path(name).name).read_bytes() != ours.read_bytes()]
+    assert changed == [], f"`tables` on a fresh clone changed {changed}; run `python -m memrepro tables` and commit"
+    assert "—" not in (results / "tables" / "rfmem_table2.csv").read_text(encoding="utf-8").split("BAAI")[0]
