@@ -56,8 +56,8 @@ def usage() -> str:
     lines += ["", "--debug (anywhere on the line) prints the traceback of a failure; exit codes: 0 ok, 2 bad input "
               "(config key or value, data or run file, run folder, model, missing dependencies), 1 failed run or "
               "internal error, 130 Ctrl-C, 143 SIGTERM"]
-    lines += ["", "run --dry-run / train --plan: print the training plan (each model, its forecast, the total) and what "
-              "the run would do, then exit: nothing is trained, computed or written"]
+    lines += ["", "run --dry-run / train --plan: print the training plan (each model, its forecast, the total) and "
+              "what the run would do, then exit: nothing is trained, computed or written"]
     lines += ["", "examples:",
               "  python -m memrepro run dataset=locomo retriever=dense encoder=mpnet",
               "  python -m memrepro run -m encoder=minilm,mpnet",

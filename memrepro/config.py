@@ -1,64 +1,82 @@
 """Dataclass schemas for every config group, registered in Hydra's ConfigStore.
 
 Each YAML file of a group lists its schema first in its defaults (``defaults: [<schema>, _self_]``), so a
-typo'd key or a wrong type fails at composition time with Hydra's own message.
+typo'd key or a wrong type fails at composition time with Hydra's own message. A field with a range, a list of
+allowed values or no bearing on the results is declared with ``param`` (``memrepro.validate``): the config check,
+a retriever built in Python, docs/parameters.md and the run id all read that one declaration.
 """
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
-from typing import Any, List, Optional
+from typing import Any, List, Mapping, Optional
 
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING
 
-from memrepro.datasets.locomo import SPLIT_SEEDS
+from memrepro.datasets import locomo, longmemeval, personabench, personamem  # their allowed names (no torch)
+from memrepro.errors import ConfigError
 from memrepro.limits import DEFAULT_CHUNK_BYTES
-from memrepro.retrievers.rfmem.params import FamiliarityParams, GateParams, RecollectionParams
+from memrepro.retrievers.arms import ARMS
+from memrepro.retrievers.rfmem.params import (ENGINES, LATENCY_SCOPES, FamiliarityParams, GateParams,
+                                              RecollectionParams, refuse_faithful_only_variants)
 from memrepro.training.recipes import CrossEncoderRecipe, V1Recipe
+from memrepro.validate import (DEVICE, NON_EMPTY_INTEGERS, integer_at_least, integer_in, number_above, number_in,
+                               one_of, param)
+
+
+# Fields every dataset schema has (a field declaration is one object per class, hence functions): where the data
+# lives and whether a file with another sha256 may be read, neither of which changes what a run computes.
+def _data_dir() -> Any:
+    return param(None, changes_results=False)
+
+
+def _allow_unverified() -> Any:
+    return param(False, changes_results=False)
 
 
 @dataclass
 class LocomoDatasetConfig:
     _target_: str = "memrepro.datasets.locomo.load_locomo"
-    data_dir: Optional[str] = None
-    allow_unverified: bool = False  # run on a file whose sha256 is not the pinned one (labelled)
+    data_dir: Optional[str] = _data_dir()
+    allow_unverified: bool = _allow_unverified()  # run on a file whose sha256 is not the pinned one (labelled)
     file: str = "locomo/locomo10.json"
-    evidence_rule: str = "exact"
-    seeds: List[int] = field(default_factory=lambda: list(SPLIT_SEEDS))
+    evidence_rule: str = param("exact", one_of(*locomo.EVIDENCE_RULES))
+    seeds: List[int] = param(default_factory=lambda: list(locomo.SPLIT_SEEDS), rule=NON_EMPTY_INTEGERS)
 
 
 @dataclass
 class LongMemEvalDatasetConfig:
     _target_: str = "memrepro.datasets.longmemeval.load_longmemeval"
-    data_dir: Optional[str] = None
-    allow_unverified: bool = False  # run on a file whose sha256 is not the pinned one (labelled)
-    variant: str = "s"
+    data_dir: Optional[str] = _data_dir()
+    allow_unverified: bool = _allow_unverified()  # run on a file whose sha256 is not the pinned one (labelled)
+    variant: str = param("s", one_of(*longmemeval.VARIANTS))
     source: Optional[str] = None
-    granularity: str = "session"
-    gold: str = "rfmem"
-    limit: Optional[int] = None
+    granularity: str = param("session", one_of(*longmemeval.GRANULARITIES))
+    gold: str = param("rfmem", one_of(*longmemeval.GOLD_RULES))
+    limit: Optional[int] = param(None, integer_at_least(1))
 
 
 @dataclass
 class PersonaBenchDatasetConfig:
     _target_: str = "memrepro.datasets.personabench.load_personabench"
-    data_dir: Optional[str] = None
-    allow_unverified: bool = False  # run on a file whose sha256 is not the pinned one (labelled)
-    noise: str = "0.0"
+    data_dir: Optional[str] = _data_dir()
+    allow_unverified: bool = _allow_unverified()  # run on a file whose sha256 is not the pinned one (labelled)
+    noise: str = param("0.0", one_of(*personabench.NOISE_LEVELS))
     communities: List[str] = field(default_factory=lambda: ["community_0", "community_1"])
-    people_per_community: int = 3
+    people_per_community: int = param(3, integer_at_least(1))
 
 
 @dataclass
 class PersonaMemDatasetConfig:
     _target_: str = "memrepro.datasets.personamem.load_personamem"
-    data_dir: Optional[str] = None
-    allow_unverified: bool = False  # run on a file whose sha256 is not the pinned one (labelled)
-    size: str = "32k"
+    data_dir: Optional[str] = _data_dir()
+    allow_unverified: bool = _allow_unverified()  # run on a file whose sha256 is not the pinned one (labelled)
+    size: str = param("32k", one_of(*personamem.SIZES))
     slice_context: bool = False
-    unit: str = "pair"
-    label_map: str = "rfmem"
+    unit: str = param("pair", one_of(*personamem.UNITS))
+    label_map: str = param("rfmem", one_of(*personamem.LABEL_MAPS))
 
 
 @dataclass
@@ -67,29 +85,42 @@ class SentenceTransformerEncoderConfig:
     model: str = MISSING
     path: Optional[str] = None
     allow_substitute: bool = False
-    max_seq_length: Optional[int] = None
-    batch_size: int = 64
+    max_seq_length: Optional[int] = param(None, integer_at_least(1))
+    batch_size: int = param(64, integer_at_least(1), changes_results=False)
     query_prefix: str = ""
     document_prefix: str = ""
-    device: str = "auto"
-    show_progress: bool = True
+    device: str = param("auto", DEVICE, changes_results=False)
+    show_progress: bool = param(True, changes_results=False)
 
 
 @dataclass
 class FakeEncoderConfig:
     _target_: str = "memrepro.models.encoder.FakeEncoder"
-    dim: int = 64
+    dim: int = param(64, integer_at_least(1))
     seed: int = 0
+
+
+def _topk_needs_k(values: Mapping[str, Any], prefix: str) -> None:
+    """``check_together`` of the retrievers with ``mode=topk``: it returns the ``k`` best, so it needs a ``k``."""
+    if values["mode"] == "topk" and values["k"] is None:
+        raise ConfigError(f"{prefix}.k", None, f"an integer >= 1 when {prefix}.mode=topk")
+
+
+def _chunk_bytes() -> Any:
+    """The memory bound of a similarity search, in bytes; results do not depend on it."""
+    return param(DEFAULT_CHUNK_BYTES, integer_at_least(1), changes_results=False)
 
 
 @dataclass
 class DenseRetrieverConfig:
     _target_: str = "memrepro.retrievers.dense.DenseRetriever"
-    mode: str = "full"
-    k: Optional[int] = None
-    min_sim: Optional[float] = None
-    chunk_bytes: int = DEFAULT_CHUNK_BYTES
+    mode: str = param("full", one_of("full", "topk"))
+    k: Optional[int] = param(None, integer_at_least(1))
+    min_sim: Optional[float] = param(None, number_in(-1.0, 1.0))  # cosine floor of mode=topk
+    chunk_bytes: int = _chunk_bytes()
     name: str = "dense"
+
+    check_together = staticmethod(_topk_needs_k)
 
 
 @dataclass
@@ -98,9 +129,17 @@ class RecollectionRetrieverConfig:
     parameters and their defaults are ``RecollectionParams``'s (one place), which the engines take whole."""
 
     _target_: str = "memrepro.retrievers.rfmem.retriever.RecollectionRetriever"
-    engine: str = "faithful"  # faithful (per-query reference) | compiled (numba)
+    # the engines rank identically; each still has runs of its own, so the two can be compared
+    engine: str = param("faithful", one_of(*ENGINES),  # faithful (per-query reference) | compiled (numba)
+                        changes_results=False, in_run_id=True)
     recollection: RecollectionParams = field(default_factory=RecollectionParams)
-    latency_scope: str = "path_only"  # path_only | gate_plus_path
+    latency_scope: str = param("path_only", one_of(*LATENCY_SCOPES), changes_results=False)  # path_only |
+    #   gate_plus_path: what a query's latency_ms covers
+
+    @staticmethod
+    def check_together(values: Mapping[str, Any], prefix: str) -> None:
+        if values["engine"] != "faithful":
+            refuse_faithful_only_variants(values["recollection"], values["engine"], f"{prefix}.recollection")
 
 
 @dataclass
@@ -111,7 +150,7 @@ class RFMemRetrieverConfig(RecollectionRetrieverConfig):
     _target_: str = "memrepro.retrievers.rfmem.retriever.RFMemRetriever"
     gate: GateParams = field(default_factory=GateParams)
     familiarity: FamiliarityParams = field(default_factory=FamiliarityParams)
-    chunk_bytes: int = DEFAULT_CHUNK_BYTES  # memory bound of the faithful engine's Familiarity-path search
+    chunk_bytes: int = _chunk_bytes()  # memory bound of the faithful engine's Familiarity-path search
 
 
 @dataclass
@@ -121,8 +160,8 @@ class V1ModelsConfig:
     path: Optional[str] = None  # explicit checkpoint folder or template with {seed}
     published: Optional[str] = None  # e.g. Purdy0228/ConvMemory-LoCoMo-MPNet (online; one model for all seeds)
     train_on_demand: bool = True
-    pool: int = 500
-    raw_weight: float = 0.025
+    pool: int = param(500, integer_at_least(1))
+    raw_weight: float = param(0.025, number_in(0.0, 1.0))
     router_block_size: int = 32
     lexical_features: bool = True
 
@@ -157,9 +196,9 @@ class CascadeRetrieverConfig:
     _target_: str = "memrepro.retrievers.cascade.CascadeRetriever"
     first_stage: Any = MISSING  # any retriever config (v1 by default; dense; rfmem)
     cross_encoder: Any = MISSING  # TrainedCrossEncoders (per split seed) or one CrossEncoderScorer
-    protected: int = 10
-    arm: str = "full_text"  # one of memrepro.retrievers.arms.ARMS
-    arm_seed: int = 0
+    protected: int = param(10, integer_at_least(1))
+    arm: str = param("full_text", one_of(*ARMS))
+    arm_seed: int = param(0, integer_at_least(0))
 
 
 @dataclass
@@ -167,20 +206,22 @@ class FullPoolRetrieverConfig:
     _target_: str = "memrepro.retrievers.fullpool.FullPoolRetriever"
     first_stage: Any = MISSING
     cross_encoder: Any = MISSING
-    pool: int = 500
+    pool: int = param(500, integer_at_least(1))
 
 
 @dataclass
 class BM25RetrieverConfig:
     _target_: str = "memrepro.retrievers.bm25.BM25Retriever"
-    mode: str = "full"
-    k: Optional[int] = None
+    mode: str = param("full", one_of("full", "topk"))
+    k: Optional[int] = param(None, integer_at_least(1))
     k1: float = 1.5
     b: float = 0.75
     method: str = "lucene"
     stopwords: Optional[str] = "en"
     stemmer: Optional[str] = None
     name: str = "bm25"
+
+    check_together = staticmethod(_topk_needs_k)
 
 
 @dataclass
@@ -212,11 +253,13 @@ class PathsConfig:
 
 @dataclass
 class RuntimeConfig:
-    device: str = "auto"
-    torch_threads: Optional[int] = None
+    device: str = param("auto", DEVICE)
+    # more threads than CPUs only slows torch down, and far more cannot even be started (a MemoryError)
+    torch_threads: Optional[int] = param(None, integer_in(1, os.cpu_count() or 1, why="this machine's CPU count"))
     progress: bool = True
-    batch_size: int = 1024  # queries per retriever call in the batched pass
-    checkpoint_every_s: float = 60.0  # finished batches are saved at most this often (0: every batch); see resume.py
+    batch_size: int = param(1024, integer_at_least(1))  # queries per retriever call in the batched pass
+    checkpoint_every_s: float = param(60.0, number_above(0.0, inclusive=True))  # finished batches are saved at
+    #   most this often (0: every batch); see resume.py
 
 
 @dataclass
@@ -237,14 +280,14 @@ class SearchConfig:
 
 @dataclass
 class LatencyConfig:
-    batch1_queries: int = 200  # how many queries get a batch-1 timing (0 disables)
-    warmup: int = 10  # executed and discarded first
+    batch1_queries: int = param(200, integer_at_least(0))  # how many queries get a batch-1 timing (0 disables)
+    warmup: int = param(10, integer_at_least(0))  # executed and discarded first
     batch1_once: bool = False  # sweeps: time batch-1 on the first point of the process only (its run id is noted)
 
 
 @dataclass
 class OutputConfig:
-    top_n: int = 100  # ranked ids kept per query in queries.jsonl and run.trec
+    top_n: int = param(100, integer_at_least(1))  # ranked ids kept per query in queries.jsonl and run.trec
 
 
 @dataclass
@@ -253,17 +296,18 @@ class RunConfig:
     retriever: Any = MISSING
     encoder: Any = MISSING
     metrics: MetricsConfig = field(default_factory=MetricsConfig)
-    paths: PathsConfig = field(default_factory=PathsConfig)
-    runtime: RuntimeConfig = field(default_factory=RuntimeConfig)
-    latency: LatencyConfig = field(default_factory=LatencyConfig)
+    # where files live, devices, speed, timing: no ranking or metric depends on them
+    paths: PathsConfig = param(default_factory=PathsConfig, changes_results=False)
+    runtime: RuntimeConfig = param(default_factory=RuntimeConfig, changes_results=False)
+    latency: LatencyConfig = param(default_factory=LatencyConfig, changes_results=False)
     output: OutputConfig = field(default_factory=OutputConfig)
     search: SearchConfig = field(default_factory=SearchConfig)
-    overwrite: bool = False
+    overwrite: bool = param(False, changes_results=False)
     # Chosen by `first_stage=…` / `cross_encoder=…` / `arm=…` and read by the cascade presets through
     # interpolation (`retriever.first_stage: ${first_stage}`), so they reach a run id only through the retriever.
-    first_stage: Any = None
-    cross_encoder: Any = None
-    arm: str = "full_text"
+    first_stage: Any = param(None, in_run_id=False)
+    cross_encoder: Any = param(None, in_run_id=False)
+    arm: str = param("full_text", one_of(*ARMS), in_run_id=False)
 
 
 @dataclass
@@ -275,33 +319,45 @@ class TrainConfig:
     retriever: Any = MISSING
     first_stage: Any = None
     cross_encoder: Any = None
-    arm: str = "full_text"
+    arm: str = param("full_text", one_of(*ARMS))
     paths: PathsConfig = field(default_factory=PathsConfig)
     runtime: RuntimeConfig = field(default_factory=RuntimeConfig)
     seeds: List[int] = field(default_factory=list)  # empty: every split seed
+
+
+# The schema of each config group's options, by ConfigStore name (``<group>/<name>``): what a preset names first.
+GROUP_SCHEMAS: Mapping[str, Mapping[str, type]] = {
+    "dataset": {"locomo_schema": LocomoDatasetConfig, "longmemeval_schema": LongMemEvalDatasetConfig,
+                "personabench_schema": PersonaBenchDatasetConfig, "personamem_schema": PersonaMemDatasetConfig},
+    "encoder": {"sentence_transformer_schema": SentenceTransformerEncoderConfig, "fake_schema": FakeEncoderConfig},
+    "retriever": {"dense_schema": DenseRetrieverConfig, "cascade_schema": CascadeRetrieverConfig,
+                  "convmemory_v1_schema": ConvMemoryV1RetrieverConfig, "fullpool_schema": FullPoolRetrieverConfig,
+                  "recollection_schema": RecollectionRetrieverConfig, "rfmem_schema": RFMemRetrieverConfig,
+                  "bm25_schema": BM25RetrieverConfig, "external_schema": ExternalRetrieverConfig},
+    "cross_encoder": {"trained_cross_encoders_schema": TrainedCrossEncodersConfig},
+    "metrics": {"metrics_schema": MetricsConfig},
+    "paths": {"paths_schema": PathsConfig},
+}
+# a node's schema by the code it names (its ``_target_``): a cascade's first stage, the models a retriever loads
+_BY_TARGET: Mapping[str, type] = {
+    schema.__dataclass_fields__["_target_"].default: schema
+    for schema in (*(s for schemas in GROUP_SCHEMAS.values() for s in schemas.values()), V1ModelsConfig)
+    if "_target_" in schema.__dataclass_fields__}
+
+
+def schema_for_target(target: str) -> type | None:
+    """The schema of a config node that names ``target`` as its ``_target_`` (None: code memrepro has no schema
+    for, such as your own retriever)."""
+    return _BY_TARGET.get(target)
 
 
 def register_configs() -> None:
     store = ConfigStore.instance()
     store.store(name="run_schema", node=RunConfig)
     store.store(name="train_schema", node=TrainConfig)
-    store.store(group="dataset", name="locomo_schema", node=LocomoDatasetConfig)
-    store.store(group="dataset", name="longmemeval_schema", node=LongMemEvalDatasetConfig)
-    store.store(group="dataset", name="personabench_schema", node=PersonaBenchDatasetConfig)
-    store.store(group="dataset", name="personamem_schema", node=PersonaMemDatasetConfig)
-    store.store(group="encoder", name="sentence_transformer_schema", node=SentenceTransformerEncoderConfig)
-    store.store(group="encoder", name="fake_schema", node=FakeEncoderConfig)
-    store.store(group="retriever", name="dense_schema", node=DenseRetrieverConfig)
-    store.store(group="retriever", name="cascade_schema", node=CascadeRetrieverConfig)
-    store.store(group="retriever", name="convmemory_v1_schema", node=ConvMemoryV1RetrieverConfig)
-    store.store(group="cross_encoder", name="trained_cross_encoders_schema", node=TrainedCrossEncodersConfig)
-    store.store(group="retriever", name="fullpool_schema", node=FullPoolRetrieverConfig)
-    store.store(group="retriever", name="recollection_schema", node=RecollectionRetrieverConfig)
-    store.store(group="retriever", name="rfmem_schema", node=RFMemRetrieverConfig)
-    store.store(group="retriever", name="bm25_schema", node=BM25RetrieverConfig)
-    store.store(group="retriever", name="external_schema", node=ExternalRetrieverConfig)
-    store.store(group="metrics", name="metrics_schema", node=MetricsConfig)
-    store.store(group="paths", name="paths_schema", node=PathsConfig)
+    for group, schemas in GROUP_SCHEMAS.items():
+        for name, schema in schemas.items():
+            store.store(group=group, name=name, node=schema)
 
 
 register_configs()

@@ -1,40 +1,46 @@
 """Config values checked where they enter: every key with a range, before anything loads or runs.
 
-The schemas (``memrepro/config.py``) already refuse unknown keys and wrong types at composition, except a key
-added with ``+key=value``, which Hydra applies even to a structured config: :func:`check_closed_schema` refuses
-that (the run config is a closed schema: an added key is ignored or reaches a constructor, and it changes the run
-id). This adds the ranges a type cannot say (``alpha`` in [0, 1], ``batch_size >= 1``, an engine name, a noise
-level), so a value outside them fails in one line naming the key, the value and what is allowed
-(:class:`ConfigError`) instead of running to a COMPLETE result that means something else, or a traceback from deep
-inside.
+A parameter is declared once, in its schema dataclass (``memrepro/config.py``, ``retrievers/rfmem/params.py``):
+``alpha: float = param(0.8, number_in(0, 1))`` gives its default, the values it allows and, with
+``changes_results=False`` / ``in_run_id=False``, whether it changes rankings and whether it is part of the run id.
+Everything here is derived from those declarations: the check of a composed config (:func:`validate_run_config`,
+which :func:`memrepro.runner.run` calls, so the CLI, ``memrepro.evaluate``, sweeps and experiments all get it), the
+check of a retriever built in Python (its constructor calls :func:`validate_arguments`: the same walk, the same
+message), ``docs/parameters.md`` and the settings :mod:`memrepro.run_identity` leaves out of a run id.
 
-Rules are keyed by field name and apply to every node of a group (a cascade's ``first_stage`` is a retriever too),
-so a new retriever with a ``k`` or an ``alpha`` is covered without an edit here.
+A value outside its range fails in one line naming the key, the value and what is allowed (:class:`ConfigError`)
+instead of running to a COMPLETE result that means something else, or a traceback from deep inside. A field's type
+is checked too (OmegaConf does that for a composed config; a retriever built in Python gets it here), and a field of
+``Optional`` type also takes null. Checks across fields are the schema's own ``check_together(values, prefix)``.
+
+The schemas refuse unknown keys and wrong types at composition, except a key added with ``+key=value``, which Hydra
+applies even to a structured config: :func:`check_closed_schema` refuses that (the run config is a closed schema: an
+added key is ignored or reaches a constructor, and it changes the run id).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
-import os
+import typing
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
 from omegaconf import DictConfig, OmegaConf
 
 from memrepro.errors import ConfigError, unknown_config_key
-from memrepro.retrievers.arms import ARMS
-from memrepro.retrievers.rfmem.params import CHOICES, ENGINES, LATENCY_SCOPES
 
-# A retriever's nested parameter blocks (the RF-Mem dataclasses of ``retrievers/rfmem/params.py``): their fields
-# are checked by the same rules, under the block's key (``retriever.gate.tau``).
-PARAMETER_BLOCKS = ("recollection", "gate", "familiarity")
-# Allowed names, mirrored from the modules that use them (importing those would load torch before validation).
+# Allowed device names, mirrored from the modules that use them (importing those would load torch before validation).
 DEVICES = "auto, cpu, cuda or cuda:<n> (cuda only where torch sees a GPU)"
+_RULE, _CHANGES_RESULTS, _IN_RUN_ID = "memrepro.rule", "memrepro.changes_results", "memrepro.in_run_id"
 
 
 @dataclass(frozen=True)
 class Rule:
+    """The values a parameter allows: ``ok(value)``, and ``allowed``, the words every message and the parameters
+    page use."""
+
     ok: Callable[[Any], bool]
     allowed: str
 
@@ -43,95 +49,135 @@ def _number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
-def _int_at_least(low: int, optional: bool = False) -> Rule:
-    text = f"an integer >= {low}" + (" or null" if optional else "")
-    return Rule(lambda v: (optional and v is None) or (isinstance(v, int) and not isinstance(v, bool) and v >= low),
-                text)
+def _integer(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
-def _int_in_range(low: int, high: int, optional: bool = False, why: str = "") -> Rule:
-    text = f"an integer in [{low}, {high}]" + (f" ({why})" if why else "") + (" or null" if optional else "")
-    return Rule(lambda v: (optional and v is None) or (isinstance(v, int) and not isinstance(v, bool)
-                                                       and low <= v <= high), text)
+def integer_at_least(low: int) -> Rule:
+    return Rule(lambda v: _integer(v) and v >= low, f"an integer >= {low}")
 
 
-def _in_range(low: float, high: float, optional: bool = False) -> Rule:
-    text = f"a number in [{low:g}, {high:g}]" + (" or null" if optional else "")
-    return Rule(lambda v: (optional and v is None) or (_number(v) and low <= v <= high), text)
+def integer_in(low: int, high: int, why: str = "") -> Rule:
+    return Rule(lambda v: _integer(v) and low <= v <= high,
+                f"an integer in [{low}, {high}]" + (f" ({why})" if why else ""))
 
 
-def _above(low: float, inclusive: bool = False) -> Rule:
-    text = f"a number {'>=' if inclusive else '>'} {low:g}"
-    return Rule(lambda v: _number(v) and (v >= low if inclusive else v > low), text)
+def number_in(low: float, high: float) -> Rule:
+    return Rule(lambda v: _number(v) and low <= v <= high, f"a number in [{low:g}, {high:g}]")
 
 
-def _one_of(*names: str) -> Rule:
+def number_above(low: float, inclusive: bool = False) -> Rule:
+    return Rule(lambda v: _number(v) and (v >= low if inclusive else v > low),
+                f"a number {'>=' if inclusive else '>'} {low:g}")
+
+
+def one_of(*names: str) -> Rule:
     return Rule(lambda v: v in names, "one of " + ", ".join(names))
 
 
-RETRIEVER_RULES: Mapping[str, Rule] = {
-    "k": _int_at_least(1, optional=True),
-    "beam": _int_at_least(1),
-    "fanout": _int_at_least(1),
-    "rounds": _int_at_least(1),
-    "probe_k": _int_at_least(1),
-    "graph_k": _int_at_least(1, optional=True),
-    "protected": _int_at_least(1),
-    "pool": _int_at_least(1),
-    "chunk_bytes": _int_at_least(1),
-    "dbscan_min_samples": _int_at_least(1),
-    "kmeans_seed": _int_at_least(0),
-    "arm_seed": _int_at_least(0),
-    "alpha": _in_range(0.0, 1.0),
-    "mmr_lambda": _in_range(0.0, 1.0),
-    "min_sim": _in_range(-1.0, 1.0, optional=True),  # cosine floors
-    "probe_floor": _in_range(-1.0, 1.0, optional=True),
-    "graph_min_sim": _in_range(-1.0, 1.0, optional=True),
-    "theta_high": _in_range(-1.0, 1.0),  # thresholds on the probe's mean cosine
-    "theta_low": _in_range(-1.0, 1.0),
-    "tau": _above(0.0, inclusive=True),  # entropy threshold (nats)
-    "lam": _above(0.0),
-    "eps": _above(0.0, inclusive=True),
-    "dbscan_eps": _above(0.0),
-    "spectral_gamma": _above(0.0),
-    "engine": _one_of(*ENGINES),
-    "mode": _one_of("full", "topk"),
-    **{name: _one_of(*allowed) for name, allowed in CHOICES.items()},  # the RF-Mem parameters' own lists
-    "latency_scope": _one_of(*LATENCY_SCOPES),
-    "arm": _one_of(*ARMS),
-}
-
-def _optional(rule: Rule) -> Rule:
+def or_null(rule: Rule) -> Rule:
     return Rule(lambda v: v is None or rule.ok(v), rule.allowed + " or null")
 
 
-# training recipes (``retriever.cross_encoder.recipe.*``, ``retriever.model.recipe.*``): the fields of
-# ``memrepro.training.recipes``, checked here so a bad value fails before a model is built or trained
-# an AdamW step size: the recipes here train at 2e-5 to 1e-3, and far above that the weights go to NaN
+def _device_name_ok(value: Any) -> bool:
+    if not isinstance(value, str):
+        return False
+    return value in ("auto", "cpu", "cuda", "mps") or (value.startswith("cuda:") and value[5:].isdigit())
+
+
+DEVICE = Rule(_device_name_ok, DEVICES)
+NON_EMPTY_INTEGERS = Rule(lambda v: isinstance(v, list) and bool(v) and all(map(_integer, v)),
+                          "a non-empty list of integers")
+
+
+def param(default: Any = dataclasses.MISSING, rule: Rule | None = None, *,
+          default_factory: Any = dataclasses.MISSING, changes_results: bool = True,
+          in_run_id: bool | None = None) -> Any:
+    """A schema field, declared once: its default, the values it allows (``rule``; None: any value of its type;
+    null is added when the field's type is ``Optional``), whether it changes rankings or metrics
+    (``changes_results``) and whether it is part of the run id (``in_run_id``, by default when it changes results:
+    a setting that changes results elsewhere, e.g. through an interpolation, or one compared across runs of their
+    own, says otherwise)."""
+    metadata = {_RULE: rule, _CHANGES_RESULTS: changes_results,
+                _IN_RUN_ID: changes_results if in_run_id is None else in_run_id}
+    return dataclasses.field(default=default, default_factory=default_factory, metadata=metadata)
+
+
+def changes_results(spec: dataclasses.Field) -> bool:
+    return spec.metadata.get(_CHANGES_RESULTS, True)
+
+
+def in_run_id(spec: dataclasses.Field) -> bool:
+    return spec.metadata.get(_IN_RUN_ID, True)
+
+
+@functools.cache
+def _hints(schema: type) -> dict[str, Any]:
+    return typing.get_type_hints(schema)
+
+
+def _optional(hint: Any) -> tuple[Any, bool]:
+    """``(the type, whether null is allowed)`` of a field's annotation."""
+    args = typing.get_args(hint)
+    if typing.get_origin(hint) is typing.Union and type(None) in args:
+        rest = [a for a in args if a is not type(None)]
+        return (rest[0] if len(rest) == 1 else Any), True
+    return hint, False
+
+
+@functools.cache
+def declared_rules(schema: type) -> dict[str, Rule]:
+    """``{field: rule}`` of every field of ``schema`` that declares one, null added where its type allows it."""
+    out = {}
+    for spec in dataclasses.fields(schema):
+        rule = spec.metadata.get(_RULE)
+        if rule is not None:
+            out[spec.name] = or_null(rule) if _optional(_hints(schema)[spec.name])[1] else rule
+    return out
+
+
+_TYPE_RULES = {bool: Rule(lambda v: isinstance(v, bool), "true or false"), int: Rule(_integer, "an integer"),
+               float: Rule(_number, "a number"), str: Rule(lambda v: isinstance(v, str), "a string")}
+
+
+def _type_rule(hint: Any) -> Rule | None:
+    """What a field of this type takes when it declares no rule of its own (None: no check, e.g. a list)."""
+    base, nullable = _optional(hint)
+    rule = _TYPE_RULES.get(base)
+    return or_null(rule) if rule is not None and nullable else rule
+
+
+# Training recipes (``memrepro/training/recipes.py``) keep their ranges in this table, by field name, for the
+# nodes named ``recipe``; :func:`check_recipe` checks a recipe built in Python with it.
+# An AdamW step size: the recipes here train at 2e-5 to 1e-3, and far above that the weights go to NaN.
 LEARNING_RATE = Rule(lambda v: _number(v) and 0.0 < v <= 1.0, "a learning rate in (0, 1]")
 RECIPE_RULES: Mapping[str, Rule] = {
     "lr": LEARNING_RATE,
-    "head_lr": _optional(LEARNING_RATE),
-    "weight_decay": _above(0.0, inclusive=True),
-    "epochs": _int_at_least(1),
-    "batch_records": _int_at_least(1),
-    "max_length": _int_at_least(8),
-    "protected": _int_at_least(1),
-    "limit_queries": _int_at_least(1, optional=True),
-    "init_seed": _int_at_least(0, optional=True),
-    "pairwise_weight": _above(0.0, inclusive=True),
-    "gold_weight": _above(0.0, inclusive=True),
-    "first_rank_weight": _above(0.0, inclusive=True),
-    "pairwise_top_k": _int_at_least(1),
-    "pairwise_bottom_k": _int_at_least(1),
-    "teacher_temperature": _above(0.0),
-    "teacher": _one_of("dense", "cross_encoder"),
-    "first_rank_target": _one_of("best_gold", "teacher"),
-    "hard_negatives": _int_at_least(0),
-    "negative_pool": _int_at_least(1),
-    "pair_format": _one_of("v2", "plain"),
+    "head_lr": or_null(LEARNING_RATE),
+    "weight_decay": number_above(0.0, inclusive=True),
+    "epochs": integer_at_least(1),
+    "batch_records": integer_at_least(1),
+    "max_length": integer_at_least(8),
+    "protected": integer_at_least(1),
+    "limit_queries": or_null(integer_at_least(1)),
+    "init_seed": or_null(integer_at_least(0)),
+    "pairwise_weight": number_above(0.0, inclusive=True),
+    "gold_weight": number_above(0.0, inclusive=True),
+    "first_rank_weight": number_above(0.0, inclusive=True),
+    "pairwise_top_k": integer_at_least(1),
+    "pairwise_bottom_k": integer_at_least(1),
+    "teacher_temperature": number_above(0.0),
+    "teacher": one_of("dense", "cross_encoder"),
+    "first_rank_target": one_of("best_gold", "teacher"),
+    "hard_negatives": integer_at_least(0),
+    "negative_pool": integer_at_least(1),
+    "pair_format": one_of("v2", "plain"),
 }
 
+
+def rules_of(schema: type, key: str) -> Mapping[str, Rule]:
+    """The declared rules of the node at ``key`` typed by ``schema`` (a ``recipe`` node: :data:`RECIPE_RULES`)."""
+    return RECIPE_RULES if key.rpartition(".")[2] == "recipe" else declared_rules(schema)
 
 
 def check_recipe(recipe: Any, prefix: str = "recipe") -> None:
@@ -142,42 +188,7 @@ def check_recipe(recipe: Any, prefix: str = "recipe") -> None:
             _check(f"{prefix}.{name}", getattr(recipe, name), rule)
 
 
-def _dataset_rules() -> dict[str, dict[str, Rule]]:
-    """By the loader's module; the allowed names are the loaders' own constants (these modules load no torch)."""
-    from memrepro.datasets import locomo, longmemeval, personabench, personamem
-
-    return {
-        "locomo": {"evidence_rule": _one_of(*locomo.EVIDENCE_RULES)},
-        "longmemeval": {"variant": _one_of(*longmemeval.VARIANTS), "granularity": _one_of(*longmemeval.GRANULARITIES),
-                        "gold": _one_of(*longmemeval.GOLD_RULES), "limit": _int_at_least(1, optional=True)},
-        "personabench": {"noise": _one_of(*personabench.NOISE_LEVELS), "people_per_community": _int_at_least(1)},
-        "personamem": {"size": _one_of(*personamem.SIZES),
-                       "unit": _one_of(*personamem.UNITS), "label_map": _one_of(*personamem.LABEL_MAPS)},
-    }
-
-ENCODER_RULES: Mapping[str, Rule] = {
-    "dim": _int_at_least(1),
-    "batch_size": _int_at_least(1),
-    "max_seq_length": _int_at_least(1, optional=True),
-    "device": Rule(lambda v: _device_name_ok(v), DEVICES),
-}
-
-RUN_RULES: Mapping[str, Rule] = {
-    "runtime.batch_size": _int_at_least(1),
-    "runtime.checkpoint_every_s": _above(0.0, inclusive=True),
-    # more threads than CPUs only slows torch down, and far more cannot even be started (a MemoryError)
-    "runtime.torch_threads": _int_in_range(1, os.cpu_count() or 1, optional=True, why="this machine's CPU count"),
-    "runtime.device": Rule(lambda v: _device_name_ok(v), DEVICES),
-    "output.top_n": _int_at_least(1),
-    "latency.batch1_queries": _int_at_least(0),
-    "latency.warmup": _int_at_least(0),
-}
-
-
-def _device_name_ok(value: Any) -> bool:
-    if not isinstance(value, str):
-        return False
-    return value in ("auto", "cpu", "cuda", "mps") or (value.startswith("cuda:") and value[5:].isdigit())
+# --------------------------------------------------------------------------------------------- the one walk
 
 
 def _check(key: str, value: Any, rule: Rule) -> None:
@@ -186,59 +197,117 @@ def _check(key: str, value: Any, rule: Rule) -> None:
 
 
 def _plain(node: Any) -> Any:
-    return OmegaConf.to_container(node, resolve=True) if isinstance(node, DictConfig) else node
+    if isinstance(node, DictConfig):
+        return OmegaConf.to_container(node, resolve=True)
+    if dataclasses.is_dataclass(node) and not isinstance(node, type):
+        return dataclasses.asdict(node)
+    return node
 
 
-def _walk_retriever(node: Mapping[str, Any], prefix: str) -> None:
-    for name, value in node.items():
-        if isinstance(value, Mapping):
-            target = str(value.get("_target_", ""))
-            if "retrievers" in target or "training" in target or name in PARAMETER_BLOCKS:
-                _walk_retriever(value, f"{prefix}.{name}")  # a nested retriever, model resolver or parameter block
-            elif name == "recipe":
-                for field_name, rule in RECIPE_RULES.items():
-                    if field_name in value:
-                        _check(f"{prefix}.recipe.{field_name}", value[field_name], rule)
+def _join(prefix: str, name: str) -> str:
+    return f"{prefix}.{name}" if prefix else name
+
+
+def _schema_for(target: Any) -> type | None:
+    from memrepro.config import schema_for_target  # the config imports this module: read it late
+
+    return schema_for_target(target) if isinstance(target, str) else None
+
+
+def _nested_schema(hint: Any, value: Any) -> type | None:
+    """The schema of a nested node: its field's dataclass, or for a field of any type (a retriever, a first stage,
+    a cross-encoder) the schema registered for the ``_target_`` it names."""
+    if dataclasses.is_dataclass(hint):
+        return hint
+    if hint is Any and isinstance(value, Mapping):
+        return _schema_for(value.get("_target_"))
+    return None
+
+
+def _defaults(schema: type) -> dict[str, Any]:
+    out = {}
+    for spec in dataclasses.fields(schema):
+        if spec.default is not dataclasses.MISSING:
+            out[spec.name] = spec.default
+        elif spec.default_factory is not dataclasses.MISSING:
+            out[spec.name] = spec.default_factory()
+    return out
+
+
+def check_node(values: Mapping[str, Any], schema: type, prefix: str, closed: bool = True) -> None:
+    """``values`` (a config node as plain data) against ``schema``'s declarations: every key one of its fields
+    (``closed``), every value of its type and in its declared range, nested nodes alike, then the schema's own
+    check across its fields (``check_together(values with defaults, prefix)``). Raises :class:`ConfigError`
+    (an unknown key: :class:`memrepro.errors.UnknownNameError`) at the first key or value that is not allowed."""
+    fields = {spec.name: spec for spec in dataclasses.fields(schema)}
+    rules = rules_of(schema, prefix)
+    for name, value in values.items():
+        key = _join(prefix, str(name))
+        if name not in fields:
+            if closed:
+                raise unknown_config_key(key, schema)
             continue
-        if name in RETRIEVER_RULES:
-            _check(f"{prefix}.{name}", value, RETRIEVER_RULES[name])
-    low, high = node.get("theta_low"), node.get("theta_high")
-    if _number(low) and _number(high) and low > high:
-        raise ConfigError(f"{prefix}.theta_low", low, f"a number <= {prefix}.theta_high ({high})")
-    if node.get("mode") == "topk" and node.get("k") is None:
-        raise ConfigError(f"{prefix}.k", None, f"an integer >= 1 when {prefix}.mode=topk")
+        hint = _hints(schema)[name]
+        nested = _nested_schema(hint, value)
+        if nested is not None:
+            if isinstance(value, Mapping):  # anything else is refused by whoever takes it (``as_params``)
+                check_node(value, nested, key)
+            continue
+        rule = rules.get(name) or _type_rule(hint)
+        if rule is not None:
+            _check(key, value, rule)
+    together = getattr(schema, "check_together", None)
+    if together is not None:
+        together({**_defaults(schema), **values}, prefix)
+
+
+def check_params(params: Any, prefix: str) -> None:
+    """A parameter dataclass instance (``RecollectionParams`` …) against its own declarations."""
+    check_node(_plain(params), type(params), prefix)
 
 
 def validate_retriever(node: Any, prefix: str = "retriever") -> None:
+    """A config node that names its code (``_target_``): a retriever, a first stage, a model resolver. Checked
+    against the schema registered for that target; a target without one (your own retriever) is not checked."""
     plain = _plain(node)
     if isinstance(plain, Mapping):
-        _walk_retriever(plain, prefix)
+        schema = _schema_for(plain.get("_target_"))
+        if schema is not None:
+            check_node(plain, schema, prefix)
 
 
-def validate_dataset(node: Any, prefix: str = "dataset") -> None:
-    plain = _plain(node)
-    if not isinstance(plain, Mapping):
-        return
-    module = str(plain.get("_target_", "")).split(".")[-2:-1]
-    rules = _dataset_rules().get(module[0] if module else "", {})
-    for name, rule in rules.items():
-        if name in plain:
-            _check(f"{prefix}.{name}", plain[name], rule)
-    seeds = plain.get("seeds")
-    if seeds is not None and (not isinstance(seeds, list) or not seeds or
-                              not all(isinstance(s, int) and not isinstance(s, bool) for s in seeds)):
-        raise ConfigError(f"{prefix}.seeds", seeds, "a non-empty list of integers")
-    if not isinstance(plain.get("allow_unverified", False), bool):
-        raise ConfigError(f"{prefix}.allow_unverified", plain["allow_unverified"], "true or false")
+def validate_arguments(code: type, arguments: Mapping[str, Any], prefix: str = "retriever") -> None:
+    """A constructor's arguments checked as the config node that would build ``code`` is (same walk, same
+    message), so a retriever built in Python refuses what ``python -m memrepro run`` refuses. Parameter blocks
+    may be given as their dataclass; None for a block means its defaults."""
+    validate_retriever({"_target_": f"{code.__module__}.{code.__qualname__}",
+                        **{name: _plain(value) for name, value in arguments.items()}}, prefix)
 
 
-def validate_encoder(node: Any, prefix: str = "encoder") -> None:
-    plain = _plain(node)
-    if not isinstance(plain, Mapping):
-        return
-    for name, rule in ENCODER_RULES.items():
-        if name in plain:
-            _check(f"{prefix}.{name}", plain[name], rule)
+@functools.cache
+def _declares_checks(schema: type) -> bool:
+    """Whether a node of ``schema`` has anything to check beyond its types (a rule, a nested node that may)."""
+    hints = _hints(schema)
+    return bool(declared_rules(schema)) or hasattr(schema, "check_together") or any(
+        hints[spec.name] is Any or (dataclasses.is_dataclass(hints[spec.name]) and _declares_checks(hints[spec.name]))
+        for spec in dataclasses.fields(schema))
+
+
+def _check_config(cfg: DictConfig, default: type) -> None:
+    """Every node of a composed config that declares checks, against its schema (the root's own, else
+    ``default``); each node is resolved on its own, so a setting nothing checks (a path) is never resolved here."""
+    root = OmegaConf.get_type(cfg)
+    schema = root if dataclasses.is_dataclass(root) else default
+    hints = _hints(schema)
+    values = {}
+    for spec in dataclasses.fields(schema):
+        hint = hints[spec.name]
+        if spec.name not in cfg or OmegaConf.is_missing(cfg, spec.name):
+            continue
+        if spec.name in declared_rules(schema) or hint is Any or (
+                dataclasses.is_dataclass(hint) and _declares_checks(hint)):
+            values[spec.name] = _plain(cfg[spec.name])
+    check_node(values, schema, "", closed=False)
 
 
 def validate_device(key: str, value: str) -> None:
@@ -289,48 +358,53 @@ def validate_metrics(cfg: DictConfig) -> None:
                 raise ConfigError(key, name, f"a metric name ({exc})") from None
 
 
-def _check_rules(cfg: DictConfig, keys: Any) -> None:
+def _validate_devices(cfg: DictConfig, keys: Iterable[str] = ("runtime.device", "encoder.device")) -> None:
     for key in keys:
         present, value = _get(cfg, key)
         if present:
-            _check(key, value, RUN_RULES[key])
+            validate_device(key, value)
 
 
 def validate_run_config(cfg: DictConfig) -> None:
     """Every key and range check of a ``run`` config; raises :class:`ConfigError` (an unknown key:
     :class:`memrepro.errors.UnknownNameError`) at the first key or value that is not allowed."""
+    from memrepro.config import RunConfig
+
     check_closed_schema(cfg)
     validate_metrics(cfg)
-    _check_rules(cfg, RUN_RULES)
-    for group, check in (("dataset", validate_dataset), ("retriever", validate_retriever),
-                         ("encoder", validate_encoder)):
-        if group in cfg:
-            check(cfg[group], group)
-    for key in ("runtime.device", "encoder.device"):
-        present, value = _get(cfg, key)
-        if present:
-            validate_device(key, value)
+    _check_config(cfg, RunConfig)
+    _validate_devices(cfg)
 
 
 def validate_train_config(cfg: DictConfig) -> None:
+    from memrepro.config import TrainConfig
+
     check_closed_schema(cfg)
-    _check_rules(cfg, ("runtime.batch_size", "runtime.torch_threads", "runtime.device"))
-    for group, check in (("dataset", validate_dataset), ("retriever", validate_retriever),
-                         ("first_stage", validate_retriever), ("encoder", validate_encoder)):
-        if group in cfg and cfg[group] is not None:
-            check(cfg[group], group)
-    for key in ("runtime.device", "encoder.device"):
-        present, value = _get(cfg, key)
-        if present:
-            validate_device(key, value)
+    _check_config(cfg, TrainConfig)
+    _validate_devices(cfg)
 
 
 def validate_eval_config(cfg: DictConfig) -> None:
-    """An ``eval`` config: its keys, metrics, ``output.top_n`` and the run file's format and order."""
+    """An ``eval`` config: its keys, metrics, declared ranges and the run file's format and order."""
+    from memrepro.cli.eval import EvalConfig
     from memrepro.runfile import FORMATS, ORDERS
 
     check_closed_schema(cfg)
     validate_metrics(cfg)
-    _check_rules(cfg, ("output.top_n",))
-    for key, rule in (("format", _one_of(*FORMATS)), ("order", _one_of(*ORDERS))):
+    _check_config(cfg, EvalConfig)
+    for key, rule in (("format", one_of(*FORMATS)), ("order", one_of(*ORDERS))):
         _check(key, cfg[key], rule)
+
+
+def declared_names(schemas: Iterable[type], keep: Callable[[dataclasses.Field], bool]) -> tuple[str, ...]:
+    """The names of the fields, in the given schemas and the dataclasses nested in them, whose declaration
+    ``keep`` accepts (first seen first, each once): e.g. the settings a run id leaves out."""
+    names: dict[str, None] = {}
+    for schema in schemas:
+        for spec in dataclasses.fields(schema):
+            hint = _hints(schema)[spec.name]
+            if dataclasses.is_dataclass(hint):
+                names.update(dict.fromkeys(declared_names((hint,), keep)))
+            elif keep(spec):
+                names[spec.name] = None
+    return tuple(names)

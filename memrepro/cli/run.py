@@ -27,6 +27,6 @@ def main(cfg: DictConfig) -> None:
             print(dry_run(cfg))
             return
         outcome = run(cfg)
-    state = "restored" if outcome.restored else "skipped (already complete)" if outcome.skipped else "done"
+    state = "skipped (already complete)" if outcome.skipped else "done"  # a restore is said by the runner's line
     print(f"\n{state}: {outcome.folder}")
     print(summary_table(outcome.record))

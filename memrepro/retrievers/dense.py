@@ -12,6 +12,7 @@ import numpy as np
 
 from memrepro.retrievers.base import RetrievalInput, Retrieved
 from memrepro.search import DEFAULT_CHUNK_BYTES, EpisodeIndex, search
+from memrepro.validate import validate_arguments
 
 
 class DenseRetriever:
@@ -20,11 +21,10 @@ class DenseRetriever:
 
     def __init__(self, mode: Literal["full", "topk"] = "full", k: int | None = None,
                  min_sim: float | None = None, chunk_bytes: int = DEFAULT_CHUNK_BYTES, name: str = "dense") -> None:
+        # checked as the config node is (memrepro.validate): the same values refused, with the same message
+        validate_arguments(DenseRetriever, {"mode": mode, "k": k, "min_sim": min_sim, "chunk_bytes": chunk_bytes,
+                                            "name": name})
         self.name = name  # "familiarity" when it stands for RF-Mem's Familiarity path
-        if mode not in ("full", "topk"):
-            raise ValueError(f"dense retriever mode must be 'full' or 'topk', got {mode!r}")
-        if mode == "topk" and (k is None or k < 1):
-            raise ValueError(f"dense retriever mode 'topk' needs k >= 1, got {k!r}")
         self.mode, self.k, self.min_sim, self.chunk_bytes = mode, k, min_sim, chunk_bytes
 
     def retrieve(self, queries: Sequence[RetrievalInput], query_vectors: np.ndarray,

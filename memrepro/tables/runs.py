@@ -161,7 +161,7 @@ def _stale(run: Run) -> str:
     from memrepro.run_identity import algorithm_versions
 
     recorded = run.record.provenance.algorithm_versions
-    current = algorithm_versions(run.config.get("retriever"))
+    current = algorithm_versions(run.config.get("retriever"), recorded=True)
     return ", ".join(f"{target.rsplit('.', 1)[-1]} ALGORITHM_VERSION {recorded.get(target, 1)} (now {version})"
                      for target, version in sorted(current.items()) if recorded.get(target, 1) != version)
 

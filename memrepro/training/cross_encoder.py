@@ -308,13 +308,13 @@ class TrainedCrossEncoders(PerSeedArtifact):
     def training_steps(self, split: Split, folder: Path) -> list[PlanStep]:
         """Building the records (the record stage ranks every dev question; none when they are cached), then
         training on them."""
-        stage = self.record_stage
-        n = len(self.dev_questions(split))
         cache = self.records_cache(split)
-        build = PlanStep(self.kind, split, "records", f"build records from {self.record_stage_name}'s rankings of",
-                         n, "questions", n * getattr(stage, "SECONDS_PER_QUERY", 0.0), str(cache))
         if self._cached_records(split, quiet=True) is not None:
             build = PlanStep(self.kind, split, "records", "records built", location=str(cache), done=True)
+        else:
+            n = len(self.dev_questions(split))
+            build = PlanStep(self.kind, split, "records", f"build records from {self.record_stage_name}'s rankings of",
+                             n, "questions", n * getattr(self.record_stage, "SECONDS_PER_QUERY", 0.0), str(cache))
         return [build, self.training_step(split, folder)]
 
     @property

@@ -32,13 +32,11 @@ import numpy as np
 from memrepro.retrievers.base import RetrievalInput, Retrieved
 from memrepro.retrievers.rfmem.gate import (FAMILIARITY, GateDecision, gate_from_top_scores, gate_many,
                                             top_scores_exact)
-from memrepro.retrievers.rfmem.params import (ENGINES, LATENCY_SCOPES, FamiliarityParams, GateParams,
-                                              RecollectionParams, as_params, check_choice,
-                                              refuse_faithful_only_variants, validate_familiarity, validate_gate,
-                                              validate_recollection)
+from memrepro.retrievers.rfmem.params import FamiliarityParams, GateParams, RecollectionParams, as_params
 from memrepro.retrievers.rfmem.recollection import recollect_faithful
 from memrepro.retrievers.rfmem.result import RecollectionResult
 from memrepro.search import DEFAULT_CHUNK_BYTES, EpisodeIndex, Hits, search
+from memrepro.validate import validate_arguments
 
 log = logging.getLogger("memrepro")
 
@@ -79,17 +77,6 @@ def _probe_compiled(index: EpisodeIndex, vectors: np.ndarray, episode_ids: Seque
     return [Hits(positions[i, :n], scores[i, :n]) for i, n in enumerate(counts.tolist())]
 
 
-def _check_engine(engine: str, latency_scope: str, recollection: RecollectionParams) -> None:
-    """Fail at construction (config time) rather than on the first query."""
-    check_choice("engine", engine, ENGINES)
-    check_choice("latency_scope", latency_scope, LATENCY_SCOPES)
-    validate_recollection(recollection)
-    if engine != "faithful":
-        refuse_faithful_only_variants(recollection, engine)
-    if engine == "compiled":
-        _load_compiled()
-
-
 def _hits(result: RecollectionResult) -> Hits:
     """Recollection output as Hits, refusing anything the freezer would reject later with a vaguer message."""
     positions = np.asarray(result.positions, dtype=np.int64)
@@ -126,8 +113,12 @@ class RecollectionRetriever:
 
     def __init__(self, recollection: RecollectionParams | Mapping[str, Any] | None = None, engine: str = "faithful",
                  latency_scope: str = "path_only") -> None:
+        # checked as the config node is (memrepro.validate): at construction, not on the first query
+        validate_arguments(RecollectionRetriever, {"recollection": recollection, "engine": engine,
+                                                   "latency_scope": latency_scope})
         self.recollection = as_params(RecollectionParams, recollection)
-        _check_engine(engine, latency_scope, self.recollection)
+        if engine == "compiled":
+            _load_compiled()
         self.engine = engine
         self.latency_scope = latency_scope  # no gate here: both scopes time the same region
 
@@ -166,15 +157,17 @@ class RFMemRetriever:
                  familiarity: FamiliarityParams | Mapping[str, Any] | None = None, engine: str = "faithful",
                  latency_scope: str = "path_only", chunk_bytes: int = DEFAULT_CHUNK_BYTES) -> None:
         """``chunk_bytes`` bounds the memory of the faithful engine's Familiarity-path search (``search``)."""
+        validate_arguments(RFMemRetriever, {"gate": gate, "recollection": recollection, "familiarity": familiarity,
+                                            "engine": engine, "latency_scope": latency_scope,
+                                            "chunk_bytes": chunk_bytes})
         self.gate = as_params(GateParams, gate)
         self.recollection = as_params(RecollectionParams, recollection)
         familiarity = as_params(FamiliarityParams, familiarity)
-        validate_gate(self.gate)
-        validate_familiarity(familiarity)
         # K of the Familiarity path: its own, or the Recollection K (the same K for both paths unless set)
         self.familiarity = FamiliarityParams(k=self.recollection.k if familiarity.k is None else familiarity.k,
                                              min_sim=familiarity.min_sim)
-        _check_engine(engine, latency_scope, self.recollection)
+        if engine == "compiled":
+            _load_compiled()
         self.engine, self.latency_scope, self.chunk_bytes = engine, latency_scope, chunk_bytes
 
     # -- gate ---------------------------------------------------------------------------------------------
