@@ -19,7 +19,7 @@ from memrepro.datasets import locomo, longmemeval, personabench, personamem  # t
 from memrepro.errors import ConfigError
 from memrepro.limits import DEFAULT_CHUNK_BYTES
 from memrepro.retrievers.arms import ARMS
-from memrepro.retrievers.rfmem.params import (ENGINES, LATENCY_SCOPES, FamiliarityParams, GateParams,
+from memrepro.retrievers.rfmem.params import (COSINE, ENGINES, LATENCY_SCOPES, FamiliarityParams, GateParams,
                                               RecollectionParams, refuse_faithful_only_variants)
 from memrepro.training.recipes import CrossEncoderRecipe, V1Recipe
 from memrepro.validate import (DEVICE, NON_EMPTY_INTEGERS, integer_at_least, integer_in, number_above, number_in,
@@ -100,6 +100,9 @@ class FakeEncoderConfig:
     seed: int = 0
 
 
+MODES = ("full", "topk")  # a full ranking of every memory | the k best (dense, BM25)
+
+
 def _topk_needs_k(values: Mapping[str, Any], prefix: str) -> None:
     """``check_together`` of the retrievers with ``mode=topk``: it returns the ``k`` best, so it needs a ``k``."""
     if values["mode"] == "topk" and values["k"] is None:
@@ -114,9 +117,9 @@ def _chunk_bytes() -> Any:
 @dataclass
 class DenseRetrieverConfig:
     _target_: str = "memrepro.retrievers.dense.DenseRetriever"
-    mode: str = param("full", one_of("full", "topk"))
+    mode: str = param("full", one_of(*MODES))
     k: Optional[int] = param(None, integer_at_least(1))
-    min_sim: Optional[float] = param(None, number_in(-1.0, 1.0))  # cosine floor of mode=topk
+    min_sim: Optional[float] = param(None, COSINE)  # cosine floor of mode=topk
     chunk_bytes: int = _chunk_bytes()
     name: str = "dense"
 
@@ -212,7 +215,7 @@ class FullPoolRetrieverConfig:
 @dataclass
 class BM25RetrieverConfig:
     _target_: str = "memrepro.retrievers.bm25.BM25Retriever"
-    mode: str = param("full", one_of("full", "topk"))
+    mode: str = param("full", one_of(*MODES))
     k: Optional[int] = param(None, integer_at_least(1))
     k1: float = 1.5
     b: float = 0.75

@@ -295,12 +295,14 @@ def _declares_checks(schema: type) -> bool:
 
 def _check_config(cfg: DictConfig, default: type) -> None:
     """Every node of a composed config that declares checks, against its schema (the root's own, else
-    ``default``); each node is resolved on its own, so a setting nothing checks (a path) is never resolved here."""
+    ``default``); each node is resolved on its own, so a setting nothing checks (a path) is never resolved here.
+    The command's own settings come before the group nodes, which may read them by interpolation
+    (``encoder.device: ${runtime.device}``): a bad value is named where it is set."""
     root = OmegaConf.get_type(cfg)
     schema = root if dataclasses.is_dataclass(root) else default
     hints = _hints(schema)
     values = {}
-    for spec in dataclasses.fields(schema):
+    for spec in sorted(dataclasses.fields(schema), key=lambda spec: hints[spec.name] is Any):
         hint = hints[spec.name]
         if spec.name not in cfg or OmegaConf.is_missing(cfg, spec.name):
             continue

@@ -101,12 +101,13 @@ def test_rfmem_routes_each_query_and_runs_the_chosen_path(world) -> None:
 
 def test_gate_thresholds_route_everything_one_way(world) -> None:
     _, _, index, queries, query_vectors = world
-    always_familiar = rfmem(gate=dict(theta_high=-1.0, probe_floor_ignored=False,
+    always_familiar = rfmem(gate=dict(theta_high=-1.0, theta_low=-1.0, probe_floor_ignored=False,
                                       probe_floor=None))  # no padding: every mean is >= -1
     assert {r.trace["path"] for r in always_familiar.retrieve(queries, query_vectors, index)} == {"familiarity"}
-    always_recollect = rfmem(gate=dict(probe_floor_ignored=False, probe_floor=2.0))
+    always_recollect = rfmem(gate=dict(theta_high=1.0, theta_low=1.0, probe_floor_ignored=False,
+                                       probe_floor=None))  # no probe mean reaches 1 (its cosines differ)
     traces = [r.trace for r in always_recollect.retrieve(queries, query_vectors, index)]
-    assert {(t["path"], t["rule"]) for t in traces} == {("recollection", "no_hits")}
+    assert {(t["path"], t["rule"]) for t in traces} == {("recollection", "mean_low")}
 
 
 def test_gate_plus_path_latency_scope(world) -> None:
@@ -119,7 +120,8 @@ def test_gate_plus_path_latency_scope(world) -> None:
 
 def test_familiarity_k_and_floor_are_separate_from_recollection(world) -> None:
     _, _, index, queries, query_vectors = world
-    retriever = rfmem(gate=dict(theta_high=-1.0, probe_floor_ignored=False), familiarity=dict(k=2, min_sim=0.99))
+    retriever = rfmem(gate=dict(theta_high=-1.0, theta_low=-1.0, probe_floor_ignored=False),
+                      familiarity=dict(k=2, min_sim=0.99))
     got = retriever.retrieve(queries[1:2], query_vectors[1:2], index)[0]
     assert list(got.hits.positions) == [5]  # q1 is memory 5 itself; nothing else passes 0.99
     assert retriever.describe()["familiarity"] == {"k": 2, "min_sim": 0.99}
@@ -140,7 +142,7 @@ def test_bad_choices_fail_at_construction() -> None:
         recollection(after_empty_round="pause")
     with pytest.raises(ValueError, match="probe_k"):
         RFMemRetriever(gate=GateParams(probe_k=0))
-    with pytest.raises(ValueError, match="familiarity k"):
+    with pytest.raises(ValueError, match=r"familiarity\.k"):
         RFMemRetriever(familiarity=FamiliarityParams(k=0))
     with pytest.raises(TypeError, match="RecollectionParams"):
         RecollectionRetriever(recollection=0.3)  # type: ignore[arg-type]

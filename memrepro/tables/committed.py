@@ -86,13 +86,14 @@ def kept_notes(new_notes: list[str], old_notes: list[str]) -> list[str]:
 
 
 def _key(old: pd.DataFrame, new: pd.DataFrame) -> list[str]:
-    """The shortest run of leading committed columns that names each row once in both tables ([] when none)."""
+    """The shortest run of leading columns (in both tables) that names each row of the new rendering once; []
+    when there is none. Value columns never become part of the key: the first unique prefix wins."""
     columns: list[str] = []
     for column in old.columns:
         if column not in new.columns:
             break
         columns.append(column)
-        if not old.duplicated(columns).any() and not new.astype(str).duplicated(columns).any():
+        if not new.astype(str).duplicated(columns).any():
             return columns
     return []
 
@@ -105,6 +106,8 @@ def merge(new: pd.DataFrame, old: pd.DataFrame | None) -> Merged:
     if not key and not new.empty:
         return Merged(new)  # rows cannot be matched: the new rendering stands as it is
     new_rows = {tuple(str(v) for v in row): i for i, row in enumerate(new[key].itertuples(index=False))} if key else {}
+    if key:
+        old = old.drop_duplicates(key)  # a row named twice in the committed table is one row
     columns = list(old.columns) + [c for c in new.columns if c not in old.columns]
     rows: list[dict[str, str]] = []
     origin: list[int | None] = []
