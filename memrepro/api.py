@@ -8,36 +8,12 @@ aggregation, a results folder with provenance naming the retriever), so ``tables
 
 from __future__ import annotations
 
-from typing import Any, Literal, Protocol, Sequence, runtime_checkable
-
-import numpy as np
+from typing import Any, Literal, Sequence
 
 from memrepro.paths import CONFIG_DIR
-from memrepro.retrievers.base import RetrievalInput, Retrieved
-from memrepro.search import EpisodeIndex, Hits
+from memrepro.retrievers.base import Ranked, RetrievalInput, Retrieved, Retriever, RetrieverBase
 
-
-# What one query's result may be: ranked memory ids, (memory_id, score) pairs, or memrepro's own Retrieved/Hits.
-Ranked = Sequence[str] | Sequence[tuple[str, float]] | Retrieved | Hits
-
-
-@runtime_checkable
-class Retriever(Protocol):
-    """A memory retriever memrepro can score.
-
-    ``retrieve`` gets a batch of queries (``query_id``, ``text``, ``episode_id``; never gold), their unit-norm
-    vectors from the configured encoder (ignore them if you do not need them), and the index: for each episode
-    ``index.episodes[episode_id].memories`` (``id``, ``text``, ``position``, ``session``, ``speaker``, ``time``)
-    and the memory vectors. Return one ranked result per query, best first, over that query's episode only.
-
-    Optional: ``name`` (results folder), ``uses_vectors = False`` (nothing is encoded; ``query_vectors`` and the
-    index vectors are then placeholders), ``order`` (``"score"``: ties broken by pool position, the default;
-    ``"native"``: your order is kept), ``prepare(index)`` (called once before the timed pass),
-    ``describe() -> dict`` (stored in the run's provenance).
-    """
-
-    def retrieve(self, queries: Sequence[RetrievalInput], query_vectors: np.ndarray,
-                 index: EpisodeIndex) -> Sequence[Ranked]: ...
+__all__ = ["Ranked", "RetrievalInput", "Retrieved", "Retriever", "RetrieverBase", "compose", "evaluate"]
 
 
 def compose(dataset: str = "locomo", encoder: str = "mpnet", retriever: str = "dense",

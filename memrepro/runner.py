@@ -23,6 +23,8 @@ from hydra.errors import InstantiationException
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
+from memrepro.artifacts.forecast import duration, where
+from memrepro.artifacts.per_seed import TrainingContext
 from memrepro.datasets.verify import enforce
 from memrepro.errors import EXIT_BAD_INPUT, MemreproError, one_line
 from memrepro.evaluation.aggregate import aggregate
@@ -34,13 +36,14 @@ from memrepro.provenance import config_hash, git_commit, hardware, package_versi
 from memrepro.resume import RetrievalCheckpoint
 from memrepro.results import (COMPLETE, RunWriter, is_complete, read_record, recover, run_dir, run_problem,
                               stale_siblings, trec_text)
-from memrepro.retrievers.base import RetrievalInput, Retriever
+from memrepro.retrievers.base import RetrievalInput, Retriever, RetrieverBase
+from memrepro.retrievers.external import as_retriever
 from memrepro.run_identity import run_id_payload
 from memrepro.run_record import RunRecord
 from memrepro.seed_reuse import ReusedSplits, find_reusable
 from memrepro.search import EpisodeIndex, SearchOptions, approximate_recall, build_index, search
-from memrepro.training.artifacts import TrainingContext
-from memrepro.training.plan import TrainingPlan, duration, needed_splits, planning_context, training_plan, where
+from memrepro.training.plan import (TrainingPlan, needed_splits, per_seed_artifacts, planning_context,
+                                    training_plan)
 from memrepro.types import Benchmark, Query
 
 log = logging.getLogger("memrepro")
@@ -105,7 +108,7 @@ class _Prepared:
     benchmark: Benchmark
     verification: dict[str, Any]
     encoder: Any
-    retriever: Retriever
+    retriever: RetrieverBase
     resolved: dict[str, Any]  # the config resolved once per run: the run id and config.yaml both read it
     identity: dict[str, Any]
     run_id: str
@@ -122,7 +125,7 @@ def _prepare(cfg: DictConfig, retriever: Retriever | None, timings: dict[str, fl
     benchmark, verification = load_benchmark(cfg.dataset)
     timings["load_s"] = time.perf_counter() - start
     encoder = _reused(cfg.encoder)
-    retriever = retriever if retriever is not None else build(cfg.retriever)
+    retriever = as_retriever(retriever if retriever is not None else build(cfg.retriever))
     resolved = OmegaConf.to_container(cfg, resolve=True)
     identity = run_id_payload(resolved, benchmark.data_sha256, encoder.identity)
     run_id = config_hash(identity)
@@ -192,19 +195,18 @@ def dry_run(cfg: DictConfig) -> str:
                                 f"written)"])
 
 
-def _training_plan(cfg: DictConfig, benchmark: Benchmark, encoder: Any, retriever: Retriever, device: str,
+def _training_plan(cfg: DictConfig, benchmark: Benchmark, encoder: Any, retriever: RetrieverBase, device: str,
                    splits: Sequence[Any]) -> TrainingPlan | None:
     """The models ``retriever`` trains for ``splits`` (None when it has none), found or forecast without
     encoding or training anything: it is bound to a planning context (``memrepro.training.plan``)."""
-    bind_training = getattr(retriever, "bind_training", None)
-    if bind_training is None:
+    if not per_seed_artifacts(retriever):
         return None
-    bind_training(planning_context(benchmark, encoder, Path(cfg.paths.models_dir), device,
-                                   getattr(retriever, "uses_vectors", True)))
+    retriever.bind_training(planning_context(benchmark, encoder, Path(cfg.paths.models_dir), device,
+                                             retriever.uses_vectors))
     return training_plan(retriever, splits, device)
 
 
-def recompute_cost(cfg: DictConfig, benchmark: Benchmark, encoder: Any, retriever: Retriever, device: str,
+def recompute_cost(cfg: DictConfig, benchmark: Benchmark, encoder: Any, retriever: RetrieverBase, device: str,
                    record: RunRecord) -> str:
     """``recomputing it takes about 2 h 10 min (...)``: the phases the run recorded (``metrics.json`` timings:
     loading, encoding, retrieval, scoring) plus the forecast of the models it would train now (absent ones)."""
@@ -259,9 +261,9 @@ def load_benchmark(node: DictConfig) -> tuple[Benchmark, dict[str, Any]]:
     return benchmark, verification
 
 
-def _compute(cfg: DictConfig, resolved: Mapping[str, Any], benchmark: Benchmark, encoder: Any, retriever: Retriever,
-             folder: Path, run_id: str, checkpoint: RetrievalCheckpoint, device: str, timings: dict[str, float],
-             verification: Mapping[str, Any] | None = None,
+def _compute(cfg: DictConfig, resolved: Mapping[str, Any], benchmark: Benchmark, encoder: Any,
+             retriever: RetrieverBase, folder: Path, run_id: str, checkpoint: RetrievalCheckpoint, device: str,
+             timings: dict[str, float], verification: Mapping[str, Any] | None = None,
              algorithm_versions: Mapping[str, int] | None = None, reused: ReusedSplits | None = None) -> RunOutcome:
     """Encode, retrieve (resuming from ``checkpoint``; ``reused`` splits are taken from other runs), score and
     write one run that is not complete yet. ``resolved`` is ``cfg`` resolved to plain containers (what
@@ -270,23 +272,21 @@ def _compute(cfg: DictConfig, resolved: Mapping[str, Any], benchmark: Benchmark,
     plan = _training_plan(cfg, benchmark, encoder, retriever, device, needed_splits(benchmark.splits, reused.rows))
     if plan is not None and plan.to_do:  # before anything is encoded or trained: what it costs, model by model
         print(plan.render(), flush=True)
-    if getattr(retriever, "uses_vectors", True):
+    if retriever.uses_vectors:
         index, query_vectors, cached = _indexed(benchmark, encoder, Path(cfg.paths.cache_dir), device,
                                                 bool(cfg.runtime.progress), timings, search_options(cfg))
     else:  # e.g. BM25: nothing is encoded; the index carries the memories and placeholder vectors
         index, query_vectors, cached = vectorless_index(benchmark, device, timings)
 
-    bind_training = getattr(retriever, "bind_training", None)  # trained models: found or trained per split
-    if bind_training is not None:
-        bind_training(TrainingContext(benchmark, index, query_vectors, encoder.identity,
-                                      Path(cfg.paths.models_dir), device, bool(cfg.runtime.progress),
-                                      float(cfg.runtime.checkpoint_every_s),
-                                      plan_printed=bool(plan is not None and plan.to_do)))
+    # trained models: found or trained per split (retrieval itself never reads the context's gold)
+    retriever.bind_training(TrainingContext(benchmark, index, query_vectors, encoder.identity,
+                                            Path(cfg.paths.models_dir), device, bool(cfg.runtime.progress),
+                                            float(cfg.runtime.checkpoint_every_s),
+                                            plan_printed=bool(plan is not None and plan.to_do)))
     _warm_up(index, query_vectors)
-    if hasattr(retriever, "prepare"):  # optional hook: per-episode indexes etc., built outside the timed pass
-        start = time.perf_counter()
-        retriever.prepare(index)
-        timings["prepare_s"] = time.perf_counter() - start
+    start = time.perf_counter()  # per-episode indexes etc., built outside the timed pass
+    retriever.prepare(index)
+    timings["prepare_s"] = time.perf_counter() - start
     rankings, traces, timings["retrieve_s"], n_retrieved = _retrieve_all(benchmark, retriever, index, query_vectors,
                                                                         int(cfg.runtime.batch_size), checkpoint,
                                                                         timings, skip=set(reused.rows))
@@ -336,8 +336,7 @@ def _compute(cfg: DictConfig, resolved: Mapping[str, Any], benchmark: Benchmark,
         "latency": {
             "batched_amortized_ms_per_query": 1000.0 * timings["retrieve_s"] / max(1, n_retrieved),
             "batch1": {k: v for k, v in batch1.items() if k != "per_query_ms"},
-            "timed_region": getattr(retriever, "timed_region",
-                                    "retriever call, query vector given (encoding is timed as a phase)"),
+            "timed_region": retriever.timed_region,
         },
         "routing": _routing(rows),
         "search": search_report,
@@ -494,7 +493,7 @@ def _inputs(queries: list[Query]) -> list[RetrievalInput]:
     return [RetrievalInput(q.id, q.text, q.episode_id) for q in queries]  # gold never leaves this module
 
 
-def _retrieve_all(benchmark: Benchmark, retriever: Retriever, index: EpisodeIndex,
+def _retrieve_all(benchmark: Benchmark, retriever: RetrieverBase, index: EpisodeIndex,
                   query_vectors: Mapping[str, np.ndarray], batch_size: int, checkpoint: RetrievalCheckpoint,
                   timings: dict[str, float], skip: set[str] = frozenset()):
     """The batched pass over every split not in ``skip``. Queries found in the checkpoint are not retrieved
@@ -511,12 +510,11 @@ def _retrieve_all(benchmark: Benchmark, retriever: Retriever, index: EpisodeInde
     if rankings:
         log.info("resuming: %d queries retrieved earlier (%s)", len(rankings), checkpoint.path)
     n = len(rankings)
-    per_split = hasattr(retriever, "for_split")  # e.g. one trained cross-encoder per split seed
     try:
         for number, split in enumerate(benchmark.splits, start=1):
             queries = [] if split.name in skip else [q for q in benchmark.split_queries(split)
                                                      if (split.name, q.id) not in rankings]
-            if per_split and (queries or number == len(benchmark.splits)):
+            if queries or number == len(benchmark.splits):  # e.g. one trained cross-encoder per split seed
                 # the last split's model stays loaded, as after an uninterrupted pass (describe(), batch-1 latency)
                 retriever.for_split(split)
             for start in range(0, len(queries), batch_size):
@@ -558,7 +556,7 @@ def _sync(index: EpisodeIndex) -> None:
         torch.cuda.synchronize(index.device)
 
 
-def _batch1_latency(benchmark: Benchmark, retriever: Retriever, index: EpisodeIndex,
+def _batch1_latency(benchmark: Benchmark, retriever: RetrieverBase, index: EpisodeIndex,
                     query_vectors: Mapping[str, np.ndarray], n_queries: int, warmup: int,
                     device: str) -> dict[str, Any]:
     """Per-query latency with one query per call; the first ``warmup`` calls are run and discarded."""

@@ -48,7 +48,7 @@ def main() -> None:
     from memrepro.retrievers.base import RetrievalInput
     from memrepro.models.cross_encoder import CrossEncoderScorer
     from memrepro.runner import build, encode_and_index, load_benchmark
-    from memrepro.training.artifacts import TrainingContext
+    from memrepro.artifacts.per_seed import TrainingContext
 
     retrievers = {}
     with initialize_config_dir(CONF, version_base="1.3"):

@@ -104,7 +104,7 @@ def main() -> None:
     from memrepro.models.cross_encoder import CrossEncoderScorer
     from memrepro.models.encoder import resolve_device
     from memrepro.runner import build, encode_and_index, load_benchmark
-    from memrepro.training.artifacts import TrainingContext
+    from memrepro.artifacts.per_seed import TrainingContext
     from memrepro.training.cross_encoder import Recipe, train, training_pairs
 
     torch.set_num_threads(args.threads)

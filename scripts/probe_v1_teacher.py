@@ -49,7 +49,7 @@ def main() -> None:
     import memrepro.config  # noqa: F401
     from memrepro.models.encoder import resolve_device
     from memrepro.runner import build, encode_and_index, load_benchmark
-    from memrepro.training.artifacts import TrainingContext
+    from memrepro.artifacts.per_seed import TrainingContext
 
     torch.set_num_threads(args.threads)
     with initialize_config_dir(CONF, version_base="1.3"):

@@ -19,7 +19,7 @@ from memrepro.models.encoder import FakeEncoder
 from memrepro.retrievers.base import RetrievalInput
 from memrepro.retrievers.convmemory_v1 import ConvMemoryV1Retriever, v1_rerank
 from memrepro.search import Hits, build_index, search
-from memrepro.training.artifacts import CheckpointMismatchError, MissingArtifactError, TrainingContext
+from memrepro.artifacts.per_seed import CheckpointMismatchError, MissingArtifactError, TrainingContext
 from memrepro.training.state import PARTIAL
 from memrepro.training.convmemory_v1 import (TrainItem, V1Models, V1Recipe, item_loss, load_v1, save_v1,
                                              train_v1)

@@ -19,14 +19,12 @@ from hydra import compose, initialize_config_dir
 import memrepro.config  # noqa: F401  (registers the schemas)
 import memrepro.training.cross_encoder as trainer
 from memrepro import runner
-from memrepro.datasets.locomo import load_locomo
 from memrepro.kept_runs import KeptRuns
-from memrepro.models.encoder import FakeEncoder
 from memrepro.retrievers.dense import DenseRetriever
-from memrepro.search import build_index
-from memrepro.training.artifacts import TrainingContext
 from memrepro.training.cross_encoder import TrainedCrossEncoders
+from memrepro.artifacts.per_seed import TrainingContext
 from memrepro.training.plan import duration
+from tests.test_convmemory_v1 import context  # noqa: F401 (fixture: a tiny benchmark, fake encoder, models dir)
 
 CONF = Path(__file__).resolve().parents[1] / "conf"
 TWO = "locomo/locomo10_two_conversations.json"
@@ -129,16 +127,6 @@ def test_dry_run_and_train_plan_train_nothing_and_write_no_run_folder(tmp_path: 
     assert "  total: 2 models to train, about 1 min; 0 ready" in plan.stdout
     assert "training convmemory_v1" not in plan.stdout and "models under" not in plan.stdout
     assert not (tmp_path / "models").exists() and not (tmp_path / "results").exists()
-
-
-@pytest.fixture()
-def context(fixtures_dir: Path, tmp_path: Path) -> TrainingContext:
-    bench = load_locomo(fixtures_dir, file=TWO, seeds=(7,))
-    encoder = FakeEncoder(dim=16, seed=0)
-    vectors = {e: encoder.encode([m.text for m in ep.memories], "document") for e, ep in bench.episodes.items()}
-    qv = dict(zip([q.id for q in bench.queries], encoder.encode([q.text for q in bench.queries], "query")))
-    return TrainingContext(bench, build_index(bench.episodes, vectors), qv, encoder.identity, tmp_path / "models",
-                           progress=False, checkpoint_every_s=0.0)
 
 
 class Stop(Exception):

@@ -78,7 +78,7 @@ def test_dense_retriever_modes() -> None:
     assert full.positions.tolist() == [1, 3, 0, 2, 4]
     top = DenseRetriever("topk", k=3, min_sim=0.2).retrieve(inputs, query, index)[0].hits
     assert top.positions.tolist() == [1, 3]  # shorter than K: the floor removed one
-    with pytest.raises(ValueError, match="needs k"):
+    with pytest.raises(ValueError, match=r"retriever\.k=None .* when retriever\.mode=topk"):
         DenseRetriever("topk")
     with pytest.raises(ValueError, match="mode"):
         DenseRetriever("sparse")

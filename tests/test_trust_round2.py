@@ -29,7 +29,7 @@ from memrepro.models.cache import META_SUFFIX, QUARANTINE, EmbeddingCache
 from memrepro.models.encoder import CachedEncoder, FakeEncoder
 from memrepro.paths import CONFIG_DIR
 from memrepro.provenance import take_warnings
-from memrepro.training.sanity import DivergedModelError
+from memrepro.models.sanity import DivergedModelError
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -320,7 +320,7 @@ def test_train_refuses_an_out_of_range_learning_rate_in_one_line(tmp_path: Path,
 
 
 def test_a_diverging_v1_training_stops_and_leaves_nothing_ready(context) -> None:  # noqa: F811
-    from memrepro.training.artifacts import MissingArtifactError
+    from memrepro.artifacts.per_seed import MissingArtifactError
     from memrepro.training.convmemory_v1 import V1Models
     from memrepro.training.state import partial_path
 

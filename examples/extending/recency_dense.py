@@ -2,11 +2,11 @@
 
 import numpy as np
 
-from memrepro.retrievers.base import Retrieved
+from memrepro.retrievers.base import Retrieved, RetrieverBase
 from memrepro.search import Hits, search
 
 
-class RecencyDense:
+class RecencyDense(RetrieverBase):
     ALGORITHM_VERSION = 1  # bump after a change that alters rankings: its stale runs then recompute
     order = "score"  # memrepro sorts by score; ties go by pool position
 

@@ -1,5 +1,5 @@
 """``python -m memrepro train``: find or train every model a retriever needs, one per split seed, on that seed's
-dev conversations only. The resolution is the one ``run`` does on demand (``memrepro.training.artifacts``); this
+dev conversations only. The resolution is the one ``run`` does on demand (``memrepro.artifacts.per_seed``); this
 command only does it ahead of time, for all seeds, and prints where the models are. The training plan (every model,
 ready or forecast, and the total) is printed first; ``--plan`` prints it and exits."""
 
@@ -21,7 +21,7 @@ def train_all(cfg: DictConfig, plan_only: bool = False) -> list[str]:
     """Find or train every model; ``plan_only``: print the plan and return, with nothing encoded or trained."""
     from memrepro.models.encoder import resolve_device
     from memrepro.runner import build, encode_and_index, load_benchmark
-    from memrepro.training.artifacts import TrainingContext
+    from memrepro.artifacts.per_seed import TrainingContext
     from memrepro.training.plan import per_seed_artifacts, planning_context, training_plan
 
     if cfg.runtime.torch_threads:
@@ -32,7 +32,7 @@ def train_all(cfg: DictConfig, plan_only: bool = False) -> list[str]:
     benchmark, _ = load_benchmark(cfg.dataset)
     encoder = build(cfg.encoder)
     retriever = build(cfg.retriever)
-    if not hasattr(retriever, "bind_training"):
+    if not per_seed_artifacts(retriever):
         raise MemreproError(f"retriever {retriever.name!r} has no trained models: nothing to train")
     splits = [split for split in benchmark.splits if not cfg.seeds or split.seed in cfg.seeds]
     retriever.bind_training(planning_context(benchmark, encoder, Path(cfg.paths.models_dir), device))

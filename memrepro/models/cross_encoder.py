@@ -46,7 +46,7 @@ class CrossEncoderScorer:
         if self._model is None:
             from sentence_transformers import CrossEncoder
 
-            from memrepro.training.sanity import check_weights
+            from memrepro.models.sanity import check_weights
 
             start = time.perf_counter()
             model = CrossEncoder(self.resolved.path, num_labels=1, max_length=self.max_length, device=self.device)

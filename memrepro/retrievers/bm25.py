@@ -17,11 +17,11 @@ from typing import Literal, Sequence
 
 import numpy as np
 
-from memrepro.retrievers.base import RetrievalInput, Retrieved
+from memrepro.retrievers.base import RetrievalInput, Retrieved, RetrieverBase
 from memrepro.search import EpisodeIndex, Hits
 
 
-class BM25Retriever:
+class BM25Retriever(RetrieverBase):
     ALGORITHM_VERSION = 1  # bump when a change alters its rankings: its old runs get new ids (run_identity)
     order: Literal["score", "native"] = "score"
     uses_vectors = False  # the runner encodes nothing for it

@@ -14,9 +14,10 @@ from typing import Any, Callable, Literal, Mapping, Sequence
 
 import numpy as np
 
+from memrepro.artifacts.per_seed import PerSeedArtifact, TrainingContext
 from memrepro.models.cross_encoder import CrossEncoderScorer
 from memrepro.retrievers.arms import ARMS, RANDOM_ARMS
-from memrepro.retrievers.base import RetrievalInput, Retrieved, Retriever
+from memrepro.retrievers.base import RetrievalInput, Retrieved, RetrieverBase
 from memrepro.search import EpisodeIndex, Hits
 from memrepro.types import Memory, Split
 
@@ -129,13 +130,12 @@ def protected_rerank(positions: np.ndarray, first_scores: np.ndarray, ce_scores:
                 np.concatenate([ce_scores[:n][order], first_scores[n:]]).astype(np.float32))
 
 
-class CrossEncoderStage:
+class CrossEncoderStage(RetrieverBase):
     """A retriever's first stage and cross-encoder. The cross-encoder is one scorer, or one per split seed
     (``TrainedCrossEncoders``: found by recipe hash or trained on demand on that split's dev conversations),
     chosen by the runner's ``for_split``; a first stage with its own trained models (v1) is resolved there too."""
 
-    name: str
-    first_stage: Retriever
+    first_stage: RetrieverBase
 
     def _set_cross_encoder(self, cross_encoder: CrossEncoderScorer | Callable[[Split], Any]) -> None:
         self._scorer_for = cross_encoder if callable(cross_encoder) and not isinstance(
@@ -145,18 +145,15 @@ class CrossEncoderStage:
         if use_first_stage is not None and self.first_stage is not None:
             use_first_stage(self.first_stage)  # training records come from the stage it will rescore
 
-    def bind_training(self, context: Any) -> None:
+    def bind_training(self, context: TrainingContext) -> None:
         """Hand the training context (dev gold, vectors) to the model resolvers; the retriever itself never
         reads it."""
-        for part in (self.first_stage, self._scorer_for):
-            if hasattr(part, "bind_training"):
-                part.bind_training(context)
-            elif hasattr(part, "bind"):
-                part.bind(context)
+        self.first_stage.bind_training(context)
+        if isinstance(self._scorer_for, PerSeedArtifact):
+            self._scorer_for.bind(context)
 
     def for_split(self, split: Split) -> None:
-        if hasattr(self.first_stage, "for_split"):
-            self.first_stage.for_split(split)
+        self.first_stage.for_split(split)
         if self._scorer_for is not None:
             self.scorer = self._scorer_for(split)
 
@@ -189,7 +186,7 @@ class CascadeRetriever(CrossEncoderStage):
     name = "cascade"
     order: Literal["score", "native"] = "native"
 
-    def __init__(self, first_stage: Retriever, cross_encoder: CrossEncoderScorer | Callable[[Split], Any],
+    def __init__(self, first_stage: RetrieverBase, cross_encoder: CrossEncoderScorer | Callable[[Split], Any],
                  protected: int = 10, arm: str = "full_text", arm_seed: int = 0) -> None:
         if arm not in ARMS:
             raise ValueError(f"cascade arm must be one of {ARMS}, got {arm!r}")

@@ -14,11 +14,10 @@ from typing import Literal, Sequence
 
 import numpy as np
 
+from memrepro.artifacts.per_seed import PerSeedArtifact, TrainingContext
 from memrepro.models.convmemory_v1 import ConvMemoryV1, QueryInputs, WindowMode, ce_lite_scores, fuse
-from memrepro.retrievers.base import RetrievalInput, Retrieved
+from memrepro.retrievers.base import RetrievalInput, Retrieved, RetrieverBase
 from memrepro.search import EpisodeIndex, Hits, search
-from memrepro.training.artifacts import TrainingContext
-from memrepro.training.convmemory_v1 import V1Models
 from memrepro.types import Split
 
 
@@ -33,7 +32,7 @@ def v1_rerank(model: ConvMemoryV1, inputs: QueryInputs, dense: Hits, window_mode
                 np.concatenate([fused[order], dense.scores[len(pool):]]).astype(np.float32))
 
 
-class ConvMemoryV1Retriever:
+class ConvMemoryV1Retriever(RetrieverBase):
     ALGORITHM_VERSION = 1  # bump when a change alters its rankings: its old runs get new ids (run_identity)
     name = "convmemory_v1"
     order: Literal["score", "native"] = "native"
@@ -43,7 +42,7 @@ class ConvMemoryV1Retriever:
     # the training plan forecasts a cross-encoder's record building (v1 ranks every dev question) with it
     SECONDS_PER_QUERY = 0.3
 
-    def __init__(self, model: V1Models, window_mode: WindowMode = "candidate_local") -> None:
+    def __init__(self, model: PerSeedArtifact, window_mode: WindowMode = "candidate_local") -> None:
         if window_mode not in ("full", "candidate_local"):
             raise ValueError(f"convmemory_v1: window_mode must be 'full' or 'candidate_local', got {window_mode!r}")
         self.models, self.window_mode = model, window_mode

@@ -10,12 +10,12 @@ from typing import Literal, Sequence
 
 import numpy as np
 
-from memrepro.retrievers.base import RetrievalInput, Retrieved
+from memrepro.retrievers.base import RetrievalInput, Retrieved, RetrieverBase
 from memrepro.search import DEFAULT_CHUNK_BYTES, EpisodeIndex, search
 from memrepro.validate import validate_arguments
 
 
-class DenseRetriever:
+class DenseRetriever(RetrieverBase):
     ALGORITHM_VERSION = 1  # bump when a change alters its rankings: its old runs get new ids (run_identity)
     order: Literal["score", "native"] = "score"
 

@@ -1,5 +1,6 @@
-"""Any object with the public Retriever Protocol (``memrepro.api``), run through the same pipeline as memrepro's
-own retrievers: ``retriever=external retriever.target=my_pkg.MyRetriever`` or ``memrepro.evaluate(obj, ...)``.
+"""Any object with the public Retriever Protocol (``memrepro.Retriever``), run through the same pipeline as
+memrepro's own retrievers: ``retriever=external retriever.target=my_pkg.MyRetriever``, ``memrepro.evaluate(obj, ...)``,
+or a ``_target_`` class that does not derive from :class:`~memrepro.retrievers.base.RetrieverBase`.
 
 The object's ``retrieve(queries, query_vectors, index)`` returns one result per query, each one of: a ranked list
 of memory ids, a list of ``(memory_id, score)`` pairs, or memrepro's own ``Retrieved`` / ``Hits`` (pool
@@ -15,8 +16,9 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from memrepro.errors import MemreproError
-from memrepro.retrievers.base import RetrievalInput, Retrieved
+from memrepro.retrievers.base import RetrievalInput, Retrieved, RetrieverBase
 from memrepro.search import EpisodeIndex, Hits
+from memrepro.types import Split
 
 
 class ExternalRetrieverError(MemreproError, ValueError):
@@ -28,8 +30,12 @@ def qualified_name(obj: Any) -> str:
     return f"{cls.__module__}.{cls.__qualname__}"
 
 
-class ExternalRetriever:
-    """Adapter: validates and converts a user retriever's output into memrepro's ``Retrieved`` (pool positions)."""
+class ExternalRetriever(RetrieverBase):
+    """Adapter: wraps a user object into the Protocol's lifecycle (the optional members it has, the defaults for the
+    others) and validates and converts its output into memrepro's ``Retrieved`` (pool positions). The user object is
+    never handed the training context: retrieval reads no gold."""
+
+    ALGORITHM_VERSION = None  # the adapter ranks nothing itself: the run id hashes the wrapped class's own version
 
     def __init__(self, target: str | None = None, params: Mapping[str, Any] | None = None, name: str | None = None,
                  order: str | None = None, instance: Any = None) -> None:
@@ -52,15 +58,19 @@ class ExternalRetriever:
         self.target = target or qualified_name(instance)
         self.params = dict(params or {})
         self.name = name or getattr(instance, "name", None) or type(instance).__name__
-        self.order = order or getattr(instance, "order", "score")
+        self.order = order or getattr(instance, "order", RetrieverBase.order)
         if self.order not in ("score", "native"):
             raise ExternalRetrieverError(f"{self.name}: order must be 'score' or 'native', got {self.order!r}")
-        for hook in ("for_split", "prepare"):
-            if callable(getattr(instance, hook, None)):
-                setattr(self, hook, getattr(instance, hook))
-        self.uses_vectors = bool(getattr(instance, "uses_vectors", True))
-        if hasattr(instance, "timed_region"):
-            self.timed_region = instance.timed_region
+        self.uses_vectors = bool(getattr(instance, "uses_vectors", RetrieverBase.uses_vectors))
+        self.timed_region = getattr(instance, "timed_region", RetrieverBase.timed_region)
+
+    def for_split(self, split: Split) -> None:
+        if callable(getattr(self.instance, "for_split", None)):
+            self.instance.for_split(split)
+
+    def prepare(self, index: EpisodeIndex) -> None:
+        if callable(getattr(self.instance, "prepare", None)):
+            self.instance.prepare(index)
 
     def retrieve(self, queries: Sequence[RetrievalInput], query_vectors: np.ndarray,
                  index: EpisodeIndex) -> list[Retrieved]:
@@ -99,3 +109,8 @@ class ExternalRetriever:
     def describe(self) -> dict:
         own = self.instance.describe() if callable(getattr(self.instance, "describe", None)) else {}
         return {**dict(own), "name": self.name, "target": self.target, "params": self.params, "order": self.order}
+
+
+def as_retriever(obj: Any) -> RetrieverBase:
+    """``obj`` itself when it derives from :class:`RetrieverBase`, else wrapped by the adapter."""
+    return obj if isinstance(obj, RetrieverBase) else ExternalRetriever(instance=obj)

@@ -10,7 +10,7 @@ from typing import Any, Callable, Literal, Sequence
 import numpy as np
 
 from memrepro.models.cross_encoder import CrossEncoderScorer
-from memrepro.retrievers.base import RetrievalInput, Retrieved, Retriever
+from memrepro.retrievers.base import RetrievalInput, Retrieved, RetrieverBase
 from memrepro.retrievers.cascade import CrossEncoderStage, protected_rerank
 from memrepro.search import EpisodeIndex
 from memrepro.types import Split
@@ -22,7 +22,7 @@ class FullPoolRetriever(CrossEncoderStage):
     order: Literal["score", "native"] = "native"
     timed_region = "first stage + cross-encoder rerank of the pool (query vector given)"
 
-    def __init__(self, first_stage: Retriever, cross_encoder: CrossEncoderScorer | Callable[[Split], Any],
+    def __init__(self, first_stage: RetrieverBase, cross_encoder: CrossEncoderScorer | Callable[[Split], Any],
                  pool: int = 500) -> None:
         self.first_stage, self.pool = first_stage, pool
         self._set_cross_encoder(cross_encoder)

@@ -33,9 +33,9 @@ import torch
 
 from memrepro.models.convmemory_v1 import (ConvMemoryV1, QueryInputs, V1Architecture, ce_lite_scores, features,
                                           sliding_windows)
+from memrepro.artifacts.per_seed import PerSeedArtifact, published_folder, weights_sha256
 from memrepro.models.cross_encoder import TRAINING_INFO
-from memrepro.training.artifacts import PerSeedArtifact, published_folder, weights_sha256
-from memrepro.training.sanity import SANITY_RECORDS, DivergedModelError, check_loss, check_scores, check_weights
+from memrepro.models.sanity import SANITY_RECORDS, DivergedModelError, check_loss, check_scores, check_weights
 from memrepro.training.state import load_state, partial_path, save_state
 from memrepro.training.recipes import V1Recipe
 from memrepro.types import Split
@@ -201,7 +201,7 @@ def load_v1(folder: Path) -> tuple[ConvMemoryV1, dict | None]:
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# One model per split seed, found or trained on demand (memrepro.training.artifacts)
+# One model per split seed, found or trained on demand (memrepro.artifacts.per_seed)
 
 
 class V1Models(PerSeedArtifact):
@@ -210,6 +210,7 @@ class V1Models(PerSeedArtifact):
     seed 23's dev conversations, so it has seen test conversations of the other four seeds)."""
 
     kind = "convmemory_v1"
+    PUBLISHED_NOTE = "trained on seed 23's dev conversations: leaks on 4 of 5 seeds"
     # measured on LoCoMo (~600 windows a question), dense teacher: 234 s for seed 7's 1,039 dev questions on one
     # torch thread (0.24-0.26 s a question again on a shared 2-core CPU); small per-question tensors, so more
     # threads do not speed it up (SCALES_WITH_THREADS stays False)
@@ -241,12 +242,7 @@ class V1Models(PerSeedArtifact):
     def recipe_identity(self) -> dict[str, Any]:
         return {"recipe": asdict(self.recipe), "architecture": self.architecture().to_dict()}
 
-    @property
-    def label(self) -> str:
-        if self.published:
-            return f"published {self.published} (trained on seed 23's dev conversations: leaks on 4 of 5 seeds)"
-        if self.path:
-            return f"checkpoint {self.path}"
+    def retrained_label(self) -> str:
         return f"per-seed retrained, {self.recipe.label}"
 
     def items(self, split: Split) -> list[TrainItem]:

@@ -23,16 +23,17 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
+from memrepro.artifacts.forecast import PlanStep
+from memrepro.artifacts.per_seed import (PerSeedArtifact, load_checked, published_folder, save_checked,
+                                         weights_sha256)
 from memrepro.evaluation.freeze import FrozenRanking
 from memrepro.models.cross_encoder import TRAINING_INFO, CrossEncoderScorer
+from memrepro.models.sanity import SANITY_RECORDS, DivergedModelError, check_loss, check_scores, check_weights
 from memrepro.retrievers.arms import ARMS, NO_TEXT_ARMS
+from memrepro.retrievers.base import RetrievalInput, RetrieverBase
 from memrepro.retrievers.cascade import (DonorTexts, arm_rng, as_candidate, check_candidates, corrupt_texts,
                                          v2_pairs)
-from memrepro.training.artifacts import (PerSeedArtifact, load_checked, published_folder, save_checked,
-                                         weights_sha256)
-from memrepro.training.plan import PlanStep
 from memrepro.training.recipes import CrossEncoderRecipe
-from memrepro.training.sanity import SANITY_RECORDS, DivergedModelError, check_loss, check_scores, check_weights
 from memrepro.training.state import load_state, partial_path, save_state
 from memrepro.types import Benchmark, Split
 
@@ -245,7 +246,8 @@ class TrainedCrossEncoders(PerSeedArtifact):
 
     def __init__(self, recipe: Mapping[str, Any] | None = None,
                  base_model: str = "cross-encoder/ms-marco-MiniLM-L-6-v2",
-                 fallback_base_model: str = "sentence-transformers/all-MiniLM-L6-v2", record_stage: Any = None,
+                 fallback_base_model: str = "sentence-transformers/all-MiniLM-L6-v2",
+                 record_stage: RetrieverBase | None = None,
                  path: str | None = None, published: str | None = None, train_on_demand: bool = True,
                  max_length: int | None = 256, batch_size: int = 32, activation: str = "logit",
                  device: str = "auto") -> None:
@@ -265,16 +267,15 @@ class TrainedCrossEncoders(PerSeedArtifact):
             raise ValueError(f"cascade arm must be one of {ARMS}, got {arm!r}")
         self.recipe = Recipe(**{**asdict(self.recipe), "arm": arm})
 
-    def use_first_stage(self, stage: Any) -> None:
+    def use_first_stage(self, stage: RetrieverBase) -> None:
         """Records come from the owner's first stage unless the config names another one."""
         if self.record_stage is None:
             self.record_stage = stage
 
     def bind(self, context) -> None:
         super().bind(context)
-        bind_training = getattr(self.record_stage, "bind_training", None)
-        if bind_training is not None:
-            bind_training(context)
+        if self.record_stage is not None:
+            self.record_stage.bind_training(context)
 
     def base(self) -> tuple[str, str]:
         """The configured base (the papers' ms-marco cross-encoder) when it loads, else the offline backbone."""
@@ -292,17 +293,10 @@ class TrainedCrossEncoders(PerSeedArtifact):
         return self._base
 
     def recipe_identity(self) -> dict[str, Any]:
-        stage = self.record_stage
-        stage_id = getattr(stage, "artifact_identity", None)
         return {"recipe": self.recipe.hashed(), "base": self.base()[1],
-                "record_stage": stage_id() if stage_id else stage.describe()}
+                "record_stage": self.record_stage.artifact_identity()}
 
-    @property
-    def label(self) -> str:
-        if self.published:
-            return f"published {self.published} (one checkpoint for every seed)"
-        if self.path:
-            return f"checkpoint {self.path}"
+    def retrained_label(self) -> str:
         return f"per-seed retrained from {self.base()[1]}"
 
     def training_steps(self, split: Split, folder: Path) -> list[PlanStep]:
@@ -314,24 +308,22 @@ class TrainedCrossEncoders(PerSeedArtifact):
         else:
             n = len(self.dev_questions(split))
             build = PlanStep(self.kind, split, "records", f"build records from {self.record_stage_name}'s rankings of",
-                             n, "questions", n * getattr(self.record_stage, "SECONDS_PER_QUERY", 0.0), str(cache))
+                             n, "questions", n * self.record_stage.SECONDS_PER_QUERY, str(cache))
         return [build, self.training_step(split, folder)]
 
     @property
     def record_stage_name(self) -> str:
-        return str(getattr(self.record_stage, "name", type(self.record_stage).__name__))
+        return str(self.record_stage.name)
 
     def stage_rankings(self, split: Split) -> dict[str, FrozenRanking]:
         """The record stage's frozen ranking of each of the split's dev questions (a progress bar over them)."""
         from tqdm.auto import tqdm
 
         from memrepro.evaluation.freeze import freeze
-        from memrepro.retrievers.base import RetrievalInput
 
         ctx, stage = self.context, self.record_stage
         dev = ctx.dev_queries(split, self.recipe.limit_queries)
-        if hasattr(stage, "for_split"):
-            stage.for_split(split)
+        stage.for_split(split)
         rankings: dict[str, FrozenRanking] = {}
         with tqdm(total=len(dev), desc=f"records seed {split.seed} ({self.record_stage_name})", unit="q",
                   disable=not ctx.progress) as bar:

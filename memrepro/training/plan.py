@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
+from memrepro.artifacts.forecast import PlanStep, duration, where
+
 PLAN_ONLY_ENV = "MEMREPRO_PLAN_ONLY"  # set by `python -m memrepro run --dry-run` / `train --plan`
 RATES_MEASURED_ON = "per-unit rates measured on a shared 2-core CPU"
 
@@ -23,56 +25,6 @@ RATES_MEASURED_ON = "per-unit rates measured on a shared 2-core CPU"
 def plan_only() -> bool:
     """True when the command was asked to print its plan and exit without training or writing anything."""
     return os.environ.get(PLAN_ONLY_ENV) == "1"
-
-
-def duration(seconds: float) -> str:
-    """``about 4 min``, ``about 1 h 46 min``: whole minutes (at least one), hours past the hour."""
-    minutes = max(1, round(seconds / 60))
-    if minutes < 60:
-        return f"about {minutes} min"
-    return f"about {minutes // 60} h {minutes % 60:02d} min"
-
-
-def cpu_threads() -> int:
-    import torch
-
-    return max(1, torch.get_num_threads())
-
-
-def where(device: str) -> str:
-    """The hardware a forecast is for: torch's CPU threads (and a note when an accelerator will do the work)."""
-    threads = cpu_threads()
-    text = f"{threads} CPU thread{'s' if threads > 1 else ''}"
-    return text + (f" (less on {device})" if device != "cpu" else "")
-
-
-@dataclass(frozen=True)
-class PlanStep:
-    """One model (or its record building) for one split: what is done, on how many units, for how long."""
-
-    kind: str  # the model kind: convmemory_v1, cross_encoder
-    split: Any  # memrepro.types.Split
-    stage: str  # "train" | "records"
-    action: str  # what the line says is done, e.g. "train on" or "build records from convmemory_v1's rankings of"
-    units: int = 0
-    unit: str = ""
-    seconds: float = 0.0  # the forecast (0 when done)
-    location: str = ""  # the model folder, cache file, or where a given model comes from
-    done: bool = False  # present (a model found by recipe hash, verified; or cached records): nothing to do
-
-    @property
-    def label(self) -> str:
-        return f"seed {self.split.seed}" if self.split.seed is not None else self.split.name
-
-    def forecast(self) -> str:
-        """``1,039 records, about 13 min``: the units and the forecast, as on-demand training announces them."""
-        return f"{self.units:,} {self.unit}, {duration(self.seconds)}"
-
-    def line(self) -> str:
-        if self.done:
-            return f"  {self.label}: {self.kind}, {self.action} ({self.location})"
-        return (f"  {self.label}: {self.kind}, {self.action} {self.forecast()}"
-                + (f" -> {self.location}" if self.location else ""))
 
 
 @dataclass(frozen=True)
@@ -107,8 +59,9 @@ class TrainingPlan:
 
 def per_seed_artifacts(retriever: Any) -> list:
     """The per-seed models a retriever resolves, each once, a model's dependencies first (v1 before the
-    cross-encoder trained on its rankings): the order they are trained in."""
-    from memrepro.training.artifacts import PerSeedArtifact
+    cross-encoder trained on its rankings): the order they are trained in; empty when it trains nothing."""
+    from memrepro.artifacts.per_seed import PerSeedArtifact  # loads torch: the dispatcher imports this module early
+    from memrepro.retrievers.base import RetrieverBase
 
     found: list = []
     seen: set[int] = set()
@@ -122,7 +75,7 @@ def per_seed_artifacts(retriever: Any) -> list:
                 visit(value)  # its record stage (and that stage's models) first
                 if all(value is not f for f in found):
                     found.append(value)
-            elif hasattr(value, "retrieve") and hasattr(value, "describe"):  # a nested retriever (first stage)
+            elif isinstance(value, RetrieverBase):  # a nested retriever (first stage)
                 visit(value)
 
     visit(retriever)
@@ -147,7 +100,7 @@ def vector_dim(encoder: Any) -> int:
 def planning_context(benchmark: Any, encoder: Any, models_dir: Path, device: str, uses_vectors: bool = True):
     """A training context that can plan but not train: the benchmark and the encoder's identity and width, no
     vectors (the plan never encodes)."""
-    from memrepro.training.artifacts import TrainingContext
+    from memrepro.artifacts.per_seed import TrainingContext
 
     return TrainingContext(benchmark, None, {}, encoder.identity, Path(models_dir), device,
                            vector_dim=vector_dim(encoder) if uses_vectors else 1)

@@ -29,7 +29,7 @@ from typing import Any, Literal, Mapping, Sequence
 
 import numpy as np
 
-from memrepro.retrievers.base import RetrievalInput, Retrieved
+from memrepro.retrievers.base import RetrievalInput, Retrieved, RetrieverBase
 from memrepro.retrievers.rfmem.gate import (FAMILIARITY, GateDecision, gate_from_top_scores, gate_many,
                                             top_scores_exact)
 from memrepro.retrievers.rfmem.params import FamiliarityParams, GateParams, RecollectionParams, as_params
@@ -104,7 +104,7 @@ class _EpisodePools:
         return self._cache[episode_id]
 
 
-class RecollectionRetriever:
+class RecollectionRetriever(RetrieverBase):
     """Recollection only (RF-Mem's "reco" mode): every query takes the Recollection path."""
 
     name = "recollection"
@@ -145,7 +145,7 @@ class RecollectionRetriever:
                 "recollection": dict(vars(self.recollection))}
 
 
-class RFMemRetriever:
+class RFMemRetriever(RetrieverBase):
     """RF-Mem: the familiarity gate routes each query to dense top-K (Familiarity) or Recollection."""
 
     name = "rfmem"

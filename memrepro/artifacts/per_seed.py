@@ -1,4 +1,5 @@
-"""Trained models are derived artifacts, like embeddings: found by recipe hash, trained on demand, verified on load.
+"""One trained model per split seed, resolved like an embedding: found by recipe hash, trained on demand, verified
+on load.
 
 A retriever that needs a trained model per split seed (ConvMemory v1, the cascade's cross-encoder, the full-pool
 row with our cross-encoders) holds a :class:`PerSeedArtifact`. For a split it resolves, in order:
@@ -13,7 +14,7 @@ row with our cross-encoders) holds a :class:`PerSeedArtifact`. For a split it re
 
 :meth:`PerSeedArtifact.locate` does steps 1-3 without loading or training anything; :meth:`PerSeedArtifact.plan_steps`
 turns it into the lines of the training plan (``memrepro.training.plan``) with a forecast from the per-unit seconds
-each subclass declares (measured, one per stage).
+each subclass declares (measured, one per stage). The subclasses, which train, live in ``memrepro.training``.
 
 Training reads the benchmark's gold of the split's **dev** conversations only (asserted); nothing of it reaches a
 retriever at retrieval time.
@@ -25,17 +26,18 @@ import hashlib
 import json
 import os
 import uuid
+from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
 import numpy as np
 
+from memrepro.artifacts.forecast import PlanStep, cpu_threads, where
 from memrepro.errors import EXIT_BAD_INPUT, MemreproError
 from memrepro.models.cross_encoder import TRAINING_INFO
 from memrepro.provenance import config_hash
 from memrepro.search import EpisodeIndex
-from memrepro.training.plan import PlanStep, cpu_threads, where
 from memrepro.types import Benchmark, Query, Split
 
 
@@ -103,8 +105,6 @@ def published_folder(name: str) -> Path:
 def weights_sha256(folder: Path) -> str:
     """One digest over every file a checkpoint folder holds except our training log (weights, configs,
     tokenizer), in name order: written into the log at save time, checked on every load."""
-    import hashlib
-
     digest = hashlib.sha256()
     for path in sorted(p for p in folder.rglob("*") if p.is_file() and p.name != TRAINING_INFO):
         digest.update(str(path.relative_to(folder)).encode() + b"\0")
@@ -121,11 +121,12 @@ def data_identity(context: TrainingContext) -> dict[str, Any]:
             "encoder": dict(context.encoder_identity)}
 
 
-class PerSeedArtifact:
+class PerSeedArtifact(ABC):
     """Resolution, verification and on-demand training of one model per split; subclasses say what the model is
-    (``kind``, ``recipe_identity``, ``train``, ``load``, ``load_published``)."""
+    (``kind``, ``recipe_identity``, ``train``, ``load``, ``load_published``, ``retrained_label``)."""
 
     kind = "model"
+    PUBLISHED_NOTE = "one checkpoint for every seed"  # what a published checkpoint's label adds
 
     def __init__(self, path: str | None = None, published: str | None = None, train_on_demand: bool = True) -> None:
         self.path, self.published, self.train_on_demand = path or None, published or None, train_on_demand
@@ -135,17 +136,34 @@ class PerSeedArtifact:
         self._verified: set[tuple[Path, str]] = set()  # (folder, identity hash) verified in this process
 
     # -- what subclasses provide -----------------------------------------------------------------------------------
+    @abstractmethod
     def recipe_identity(self) -> dict[str, Any]:
-        raise NotImplementedError
+        """What the model is trained with (recipe, architecture, base model): hashed into its folder's name."""
 
+    @abstractmethod
     def train(self, split: Split, out_dir: Path) -> None:
-        raise NotImplementedError
+        """Train this split's model on its dev conversations into ``out_dir`` (with our training log)."""
 
+    @abstractmethod
     def load(self, folder: Path) -> Any:
-        raise NotImplementedError
+        """The model saved in ``folder``."""
 
+    @abstractmethod
     def load_published(self, name: str) -> Any:
-        raise NotImplementedError
+        """The published checkpoint ``name``."""
+
+    @abstractmethod
+    def retrained_label(self) -> str:
+        """How :attr:`label` names our own per-seed models (the recipe or base they are trained from)."""
+
+    @property
+    def label(self) -> str:
+        """How ``describe()`` names the models: published, a given checkpoint, or ours retrained per seed."""
+        if self.published:
+            return f"published {self.published} ({self.PUBLISHED_NOTE})"
+        if self.path:
+            return f"checkpoint {self.path}"
+        return self.retrained_label()
 
     UNIT, SECONDS_PER_UNIT = "questions", 1.0  # what one training step reads, and its measured cost (one thread)
     SCALES_WITH_THREADS = False  # whether that cost divides over torch's CPU threads (large batched matmuls do)
