@@ -215,7 +215,7 @@ class V1Models(PerSeedArtifact):
     # torch thread (0.24-0.26 s a question again on a shared 2-core CPU); small per-question tensors, so more
     # threads do not speed it up (SCALES_WITH_THREADS stays False)
     UNIT, SECONDS_PER_UNIT = "questions", 0.23
-    # a cross-encoder teacher scores each question's whole pool: measured 2026-12-02, one thread, seed 7, a MiniLM
+    # a cross-encoder teacher scores each question's whole pool: measured on one thread, seed 7, a MiniLM
     # teacher over 500 plain pairs: 4,385 s for 1,039 questions against 234 s with the dense cosine
     TEACHER_SECONDS_PER_QUESTION = 4.0
 
