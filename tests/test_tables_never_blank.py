@@ -70,7 +70,8 @@ def test_tables_on_a_fresh_clone_re_renders_every_committed_file_byte_for_byte(t
         shutil.copytree(REPO / "results" / name, results / name)
     shutil.copy(REPO / "README.md", tmp_path / "README.md")
     shutil.copy(REPO / "docs" / "reproduction.md", tmp_path / "reproduction.md")
-    done = subprocess.run([sys.executable, "-m", "memrepro", "tables", "--results", str(results),
+    # run from the clone's root with the relative folder, as a user does: the figures' captions name it
+    done = subprocess.run([sys.executable, "-m", "memrepro", "tables", "--results", "results",
                            "--kept", str(REPO / "results" / "kept"), "--report", str(tmp_path / "reproduction.md"),
                            "--readme", str(tmp_path / "README.md")],
                           capture_output=True, text=True, cwd=tmp_path, timeout=900)
