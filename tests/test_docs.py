@@ -72,7 +72,8 @@ def _code_prose() -> list[tuple[str, int, str]]:
     yaml_files = [*sorted((REPO / "conf").rglob("*.yaml")), *sorted((REPO / "memrepro" / "reference").glob("*.yaml"))]
     for path in [*yaml_files, *sorted((REPO / "scripts").glob("*.sh"))]:
         out += [(str(path.relative_to(REPO)), line, text) for line, text in _comment_prose(path)]
-    for path in sorted((REPO / "conf").rglob("*.yaml")):  # config values are shown too (experiments --list: costs)
+    # config values are shown too (experiments --list: costs), and so are the reference files' sources and metrics
+    for path in [*sorted((REPO / "conf").rglob("*.yaml")), *sorted((REPO / "memrepro" / "reference").glob("*.yaml"))]:
         out += [(str(path.relative_to(REPO)), 0, text) for text in _strings(yaml.safe_load(path.read_text("utf-8")))]
     return out
 
