@@ -46,7 +46,6 @@ def marked(text: str) -> str:
 class Merged:
     frame: pd.DataFrame
     kept: int = 0  # cells taken from the committed table (marked)
-    key: list[str] = field(default_factory=list)
     origin: list[int | None] = field(default_factory=list)  # per row: its row in the new rendering, if any
 
     def bold(self, new_bold: pd.DataFrame | None) -> pd.DataFrame | None:
@@ -131,5 +130,5 @@ def merge(new: pd.DataFrame, old: pd.DataFrame | None) -> Merged:
         rows.append({c: str(new.iloc[at][c]) if c in new.columns else "" for c in columns})
         origin.append(at)
     if not kept:
-        return Merged(new, 0, key)
-    return Merged(pd.DataFrame(rows, columns=columns), kept, key, origin)
+        return Merged(new)
+    return Merged(pd.DataFrame(rows, columns=columns), kept, origin)
