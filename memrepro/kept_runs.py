@@ -86,8 +86,8 @@ class KeptRuns:
         return done
 
     def keep(self, folder: Path) -> Path:
-        """Write ``folder``'s kept copy (atomically) after verifying the run; returns the copy's path."""
-        self.remove_leftovers()
+        """Write ``folder``'s kept copy (atomically) after verifying the run; returns the copy's path. (``keep``
+        removes leftovers of killed writes once, before its folders: :meth:`remove_leftovers`.)"""
         folder = Path(folder)
         if not is_complete(folder):
             raise KeptRunError(f"{folder} is not a complete run (no {COMPLETE} marker); only finished runs are kept")

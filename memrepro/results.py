@@ -41,7 +41,7 @@ MANIFEST_FORMAT = 1
 TMP_TAG, OLD_TAG, MOVED_TAG = ".tmp-", ".old-", ".moved-"
 RUN_FILES = ("config.yaml", "queries.jsonl", "run.trec", "metrics.json", COMPLETE)  # what a run writer writes
 STALE_AFTER_S = 600.0  # a temporary folder untouched this long belongs to no running process: a kill left it
-_LEFTOVER = re.compile(r"^\.(?P<id>.+)(?:\.tmp-|\.old-)[0-9a-f]+$")
+_LEFTOVER = re.compile(rf"^\.(?P<id>.+)(?:{re.escape(TMP_TAG)}|{re.escape(OLD_TAG)})[0-9a-f]+$")
 log = logging.getLogger("memrepro")
 
 

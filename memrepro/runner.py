@@ -118,6 +118,10 @@ class _Prepared:
 def _prepare(cfg: DictConfig, retriever: Retriever | None, timings: dict[str, float]) -> _Prepared:
     import torch
 
+    from memrepro.validate import validate_run_config
+
+    validate_run_config(cfg)  # every entry point (CLI, memrepro.evaluate, sweeps, experiments), before anything loads
+
     if cfg.runtime.torch_threads:
         torch.set_num_threads(int(cfg.runtime.torch_threads))
     device = resolve_device(cfg.runtime.device)
@@ -135,8 +139,6 @@ def _prepare(cfg: DictConfig, retriever: Retriever | None, timings: dict[str, fl
 
 def run(cfg: DictConfig, retriever: Retriever | None = None) -> RunOutcome:
     """One configured run; ``retriever`` (``memrepro.evaluate``) replaces the one ``cfg.retriever`` would build."""
-    from memrepro.validate import validate_run_config
-    validate_run_config(cfg)  # every entry point (CLI, memrepro.evaluate, sweeps, experiments), before anything loads
     timings: dict[str, float] = {}
     prepared = _prepare(cfg, retriever, timings)
     device, benchmark, verification, encoder = (prepared.device, prepared.benchmark, prepared.verification,

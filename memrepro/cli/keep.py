@@ -36,6 +36,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("name run folders to keep, or --restore, or --list")
     try:
         if args.folders:
+            kept.remove_leftovers()
             for folder in args.folders:
                 copy = kept.keep(folder)
                 size = sum(p.stat().st_size for p in copy.iterdir())

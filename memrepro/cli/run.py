@@ -11,7 +11,6 @@ import memrepro.config  # noqa: F401  (registers the schemas in the ConfigStore)
 from memrepro.cli.failures import reported
 from memrepro.paths import CONFIG_DIR
 from memrepro.report import summary_table
-from memrepro.validate import validate_run_config
 
 log = logging.getLogger("memrepro")
 
@@ -19,7 +18,6 @@ log = logging.getLogger("memrepro")
 @hydra.main(version_base="1.3", config_path=str(CONFIG_DIR), config_name="config")
 def main(cfg: DictConfig) -> None:
     with reported():  # one line and an exit code per failure, in a launcher's job process too
-        validate_run_config(cfg)  # every value checked before anything loads: key, value, allowed range
         from memrepro.runner import dry_run, run
         from memrepro.training.plan import plan_only
 

@@ -151,7 +151,8 @@ class EmbeddingCache:
         if dtype != expected:
             raise ShardDamaged(f"its vectors are {dtype}, this encoder's identity is {expected}", META_SUFFIX,
                                foreign=True)
-        if self.identity.get("normalize") and not _unit_rows(vectors):
+        # a shard without metadata had its norms checked already (_legacy_vectors)
+        if meta is not None and self.identity.get("normalize") and not _unit_rows(vectors):
             raise ShardDamaged("its vectors are not unit-norm, this encoder's identity normalises", foreign=True)
 
     def lookup(self, keys: Sequence[str], texts: Sequence[str] | None = None,

@@ -249,7 +249,7 @@ class V1Models(PerSeedArtifact):
         from memrepro.search import search
 
         ctx = self.context
-        queries = ctx.dev_queries(split, self.recipe.limit_queries)
+        queries = self.dev_questions(split)
         vectors = {e: ctx.index.vectors(e) for e in {q.episode_id for q in queries}}
         texts = {e: [m.text for m in ctx.benchmark.episodes[e].memories] for e in vectors}
         ids = {e: tuple(m.id for m in ctx.benchmark.episodes[e].memories) for e in vectors}

@@ -303,7 +303,7 @@ class TrainedCrossEncoders(PerSeedArtifact):
         """Building the records (the record stage ranks every dev question; none when they are cached), then
         training on them."""
         cache = self.records_cache(split)
-        if self._cached_records(split, quiet=True) is not None:
+        if load_checked(cache, self._records_identity(split), "training-record cache", quiet=True) is not None:
             build = PlanStep(self.kind, split, "records", "records built", location=str(cache), done=True)
         else:
             n = len(self.dev_questions(split))
@@ -322,7 +322,7 @@ class TrainedCrossEncoders(PerSeedArtifact):
         from memrepro.evaluation.freeze import freeze
 
         ctx, stage = self.context, self.record_stage
-        dev = ctx.dev_queries(split, self.recipe.limit_queries)
+        dev = self.dev_questions(split)
         stage.for_split(split)
         rankings: dict[str, FrozenRanking] = {}
         with tqdm(total=len(dev), desc=f"records seed {split.seed} ({self.record_stage_name})", unit="q",

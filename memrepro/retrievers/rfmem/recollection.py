@@ -190,7 +190,8 @@ def _sequential_sum(values: list[float]) -> float:
     return total
 
 
-def recollect_faithful(q0: np.ndarray, pool: np.ndarray, params: RecollectionParams) -> RecollectionResult:
+def recollect_faithful(q0: np.ndarray, pool: np.ndarray, params: RecollectionParams,
+                       validate: bool = True) -> RecollectionResult:
     """Recollection for one query against its pool, exactly as RF-Mem's released code runs it.
 
     ``q0`` is the query's unit vector ``(d,)``; ``pool`` the episode's ``(n, d)`` unit rows in pool order.
@@ -205,7 +206,8 @@ def recollect_faithful(q0: np.ndarray, pool: np.ndarray, params: RecollectionPar
         raise ValueError(f"pool must be (n, {q0.shape[0]}), got {pool.shape}")
     if not np.all(np.isfinite(q0)):
         raise ValueError("query vector has a non-finite entry")
-    validate_recollection(params)
+    if validate:  # a retriever checked its params once when it was built: not again on every query
+        validate_recollection(params)
     if params.expansion == "graph_bfs":
         return _recollect_graph_bfs(q0, pool, params)
 

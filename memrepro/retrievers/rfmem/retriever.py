@@ -135,7 +135,7 @@ class RecollectionRetriever(RetrieverBase):
         for query, vector in zip(queries, vectors):
             pool = pools(query.episode_id)
             began = time.perf_counter()
-            result = recollect_faithful(vector, pool, self.recollection)
+            result = recollect_faithful(vector, pool, self.recollection, validate=False)
             path_ms = 1000.0 * (time.perf_counter() - began)
             out.append(Retrieved(_hits(result), _recollection_trace(result, path_ms)))
         return out
@@ -210,7 +210,7 @@ class RFMemRetriever(RetrieverBase):
             if decision.path == FAMILIARITY:
                 hits, result = self._familiarity(vector[None, :], [query.episode_id], index)[0], None
             else:
-                result = recollect_faithful(vector, pool, self.recollection)
+                result = recollect_faithful(vector, pool, self.recollection, validate=False)
                 hits = _hits(result)
             path_ms = 1000.0 * (time.perf_counter() - began)
             out.append(Retrieved(hits, self._trace(decision, gate_ms, path_ms, result)))
