@@ -76,13 +76,11 @@ def _hydra_errors_in_one_line() -> None:
     """Hydra reports a failed composition (unknown key or option, bad override, wrong type) itself, with exit code 1
     and sometimes a stack trace, and a task's own failure as a traceback; memrepro's contract is one line, with
     exit code 2 for bad input and 1 for the rest. Hydra offers no hook around composition, so its reporting
-    function is replaced here (the only use of Hydra internals outside the sweeper plugin)."""
-    from hydra._internal import utils as hydra_utils
+    function is replaced (through :mod:`memrepro.hydra_internals`, the one home of Hydra's private names)."""
     from hydra.errors import HydraException
     from omegaconf.errors import OmegaConfBaseException
 
-    if getattr(hydra_utils.run_and_report, "__memrepro__", False):
-        return
+    from memrepro.hydra_internals import report_errors_with
 
     def run_and_report(func):
         from memrepro.cli.failures import composition_error, reported
@@ -93,8 +91,7 @@ def _hydra_errors_in_one_line() -> None:
             except (HydraException, OmegaConfBaseException) as exc:
                 raise composition_error(exc) from exc
 
-    run_and_report.__memrepro__ = True  # type: ignore[attr-defined]
-    hydra_utils.run_and_report = run_and_report
+    report_errors_with(run_and_report)
 
 
 # Modules every command imports first: when one is absent, this interpreter is not the project's environment.

@@ -87,10 +87,10 @@ def run_id_payload(cfg: DictConfig | Mapping[str, Any], data_sha256: str, encode
 
 def _import(key: str, target: str, skip: bool) -> Any:
     """The code ``target`` names; None when it cannot be imported and ``skip``, else a :class:`ConfigError`."""
-    from hydra._internal.utils import _locate  # what instantiate resolves with (get_object also logs 3 lines)
+    from memrepro.hydra_internals import locate  # what instantiate resolves with
 
     try:
-        return _locate(target)
+        return locate(target)
     except (ImportError, AttributeError, ValueError) as exc:  # what a name that does not resolve raises
         if skip:
             return None

@@ -6,7 +6,7 @@ Why: Hydra composes every job's config from the YAML files, once to validate the
 (about 0.3 s each here), while a point of an RF-Mem α × τ sweep retrieves in about 0.07 s; composition was most
 of a sweep's wall time. Overrides that pick no config group (``retriever.recollection.alpha=0.3``)
 do not change the defaults list, so the config of a job differs from the config composed for its group choices
-only by those values, applied by Hydra's own override code (``_apply_overrides_to_config``) in the same order
+only by those values, applied by Hydra's own override code (through ``memrepro.hydra_internals``) in the same order
 and followed by the same ``hydra.overrides`` / ``override_dirname`` bookkeeping. Anything else (a group choice,
 a package override, a dict value) composes as Hydra does. The result equals a full composition (tested key by
 key on sweeps of every kind we use).
@@ -20,12 +20,12 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
 
-from hydra._internal.config_loader_impl import ConfigLoaderImpl, get_overrides_dirname
-from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
 from hydra.core.config_store import ConfigStore
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.types import HydraContext, TaskFunction
 from omegaconf import DictConfig, OmegaConf, open_dict
+
+from memrepro.hydra_internals import BasicSweeper, apply_overrides_to_config, overrides_dirname
 
 
 class ComposeOnceLoader:
@@ -86,12 +86,12 @@ class ComposeOnceLoader:
         if key not in self._composed:  # Hydra's composition, for the group choices only
             self._composed[key] = (master_config, self._loader.load_sweep_config(master_config, choices))
         cfg = copy.deepcopy(self._composed[key][1])
-        ConfigLoaderImpl._apply_overrides_to_config(values, cfg)
+        apply_overrides_to_config(values, cfg)
         app = [o for o in parsed if not o.is_hydra_override()]
         with open_dict(cfg.hydra):
             cfg.hydra.overrides.task = [o.input_line for o in app]  # in the order given, as Hydra records them
-            cfg.hydra.job.override_dirname = get_overrides_dirname(
-                overrides=app, kv_sep=cfg.hydra.job.config.override_dirname.kv_sep,
+            cfg.hydra.job.override_dirname = overrides_dirname(
+                app, kv_sep=cfg.hydra.job.config.override_dirname.kv_sep,
                 item_sep=cfg.hydra.job.config.override_dirname.item_sep,
                 exclude_keys=cfg.hydra.job.config.override_dirname.exclude_keys)
         OmegaConf.copy_cache(from_config=master_config, to_config=cfg)

@@ -1,0 +1,51 @@
+"""Every use of Hydra's private modules, in one place.
+
+Hydra has no public hook for three things memrepro needs, so they come from ``hydra._internal`` here and nowhere
+else (``tests/test_hydra_internals.py`` fails when another module imports them, and pins each name's shape to the
+Hydra version ``pyproject.toml`` pins):
+
+- :func:`locate`: the object a ``_target_`` string names, resolved exactly as ``hydra.utils.instantiate`` resolves
+  it (the public ``hydra.utils.get_object`` does the same but logs three lines per failure).
+- :func:`report_errors_with`: composition errors (unknown key or option, bad override) reported by memrepro in one
+  line; Hydra reports them itself, with a traceback, through ``hydra._internal.utils.run_and_report``.
+- :data:`BasicSweeper`, :func:`apply_overrides_to_config`, :func:`overrides_dirname`: the compose-once sweeper
+  (``hydra_plugins/memrepro_sweeper``) is Hydra's basic sweeper with one method changed, and applies value
+  overrides with Hydra's own code so its configs equal a full composition.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from hydra._internal import utils as _utils
+from hydra._internal.config_loader_impl import ConfigLoaderImpl as _ConfigLoaderImpl
+from hydra._internal.config_loader_impl import get_overrides_dirname as _get_overrides_dirname
+from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+
+HYDRA_VERSION = "1.3.8"  # the version these names were read from; pyproject.toml pins it
+
+__all__ = ["BasicSweeper", "apply_overrides_to_config", "locate", "overrides_dirname", "report_errors_with",
+           "HYDRA_VERSION"]
+
+
+def locate(target: str) -> Any:
+    """The class or function ``target`` names (ImportError / AttributeError / ValueError when it does not resolve)."""
+    return _utils._locate(target)
+
+
+def report_errors_with(report: Callable[[Callable[[], Any]], Any]) -> None:
+    """Make ``report(func)`` what Hydra calls around composing a config and running the task (once per process)."""
+    if getattr(_utils.run_and_report, "__memrepro__", False):
+        return
+    report.__memrepro__ = True  # type: ignore[attr-defined]
+    _utils.run_and_report = report
+
+
+def apply_overrides_to_config(overrides: list[Any], cfg: Any) -> None:
+    """Hydra's own application of value overrides (parsed ``Override`` objects) to a composed config, in place."""
+    _ConfigLoaderImpl._apply_overrides_to_config(overrides, cfg)
+
+
+def overrides_dirname(overrides: list[Any], kv_sep: str, item_sep: str, exclude_keys: list[str]) -> str:
+    """``hydra.job.override_dirname`` for ``overrides``, as Hydra computes it."""
+    return _get_overrides_dirname(overrides=overrides, kv_sep=kv_sep, item_sep=item_sep, exclude_keys=exclude_keys)

@@ -1,0 +1,61 @@
+"""Hydra's private names are used in one module only, and have the shape that module relies on in the pinned
+Hydra version (an upgrade that moves or reshapes one fails here, by name, not somewhere in a sweep)."""
+
+from __future__ import annotations
+
+import ast
+import inspect
+import re
+from pathlib import Path
+
+import hydra
+
+from memrepro import hydra_internals
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _imports_hydra_internals(path: Path) -> list[int]:
+    lines = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        names = ([alias.name for alias in node.names] if isinstance(node, ast.Import)
+                 else [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+        lines += [node.lineno for name in names if name.startswith("hydra._internal")]
+    return lines
+
+
+def test_only_the_adapter_imports_hydras_private_modules():
+    offenders = [f"{path.relative_to(ROOT)}:{line}"
+                 for folder in ("memrepro", "hydra_plugins") for path in sorted((ROOT / folder).rglob("*.py"))
+                 if path.name != "hydra_internals.py" for line in _imports_hydra_internals(path)]
+    assert offenders == []
+    assert _imports_hydra_internals(ROOT / "memrepro" / "hydra_internals.py")  # the check can see an import
+
+
+def test_the_pinned_hydra_is_the_one_the_adapter_was_written_for():
+    pin = re.search(r'"hydra-core==([^"]+)"', (ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    assert pin is not None and pin.group(1) == hydra_internals.HYDRA_VERSION == hydra.__version__
+
+
+def test_each_private_name_has_the_shape_the_adapter_calls():
+    from hydra._internal import utils
+    from hydra._internal.config_loader_impl import ConfigLoaderImpl, get_overrides_dirname
+
+    assert list(inspect.signature(utils.run_and_report).parameters) == ["func"]
+    assert list(inspect.signature(ConfigLoaderImpl._apply_overrides_to_config).parameters) == ["overrides", "cfg"]
+    assert set(inspect.signature(get_overrides_dirname).parameters) == {"overrides", "exclude_keys", "item_sep",
+                                                                       "kv_sep"}
+    for method in ("setup", "validate_batch_is_legal", "sweep"):
+        assert callable(getattr(hydra_internals.BasicSweeper, method))
+
+
+def test_locate_resolves_a_target_and_refuses_a_missing_one():
+    from memrepro.retrievers.dense import DenseRetriever
+
+    assert hydra_internals.locate("memrepro.retrievers.dense.DenseRetriever") is DenseRetriever
+    for bad in ("memrepro.retrievers.dense.NoSuchThing", "no_such_package.Thing"):
+        try:
+            hydra_internals.locate(bad)
+        except (ImportError, AttributeError, ValueError):
+            continue
+        raise AssertionError(f"{bad} resolved")
