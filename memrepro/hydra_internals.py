@@ -8,7 +8,7 @@ Hydra version ``pyproject.toml`` pins):
   it (the public ``hydra.utils.get_object`` does the same but logs three lines per failure).
 - :func:`report_errors_with`: composition errors (unknown key or option, bad override) reported by memrepro in one
   line; Hydra reports them itself, with a traceback, through ``hydra._internal.utils.run_and_report``.
-- :data:`BasicSweeper`, :func:`apply_overrides_to_config`, :func:`overrides_dirname`: the compose-once sweeper
+- :func:`basic_sweeper`, :func:`apply_overrides_to_config`, :func:`overrides_dirname`: the compose-once sweeper
   (``hydra_plugins/memrepro_sweeper``) is Hydra's basic sweeper with one method changed, and applies value
   overrides with Hydra's own code so its configs equal a full composition.
 """
@@ -20,12 +20,21 @@ from typing import Any, Callable
 from hydra._internal import utils as _utils
 from hydra._internal.config_loader_impl import ConfigLoaderImpl as _ConfigLoaderImpl
 from hydra._internal.config_loader_impl import get_overrides_dirname as _get_overrides_dirname
-from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+import importlib
 
 HYDRA_VERSION = "1.3.8"  # the version these names were read from; pyproject.toml pins it
 
-__all__ = ["BasicSweeper", "apply_overrides_to_config", "locate", "overrides_dirname", "report_errors_with",
+__all__ = ["apply_overrides_to_config", "basic_sweeper", "locate", "overrides_dirname", "report_errors_with",
            "HYDRA_VERSION"]
+
+
+def basic_sweeper() -> type:
+    """Hydra's ``BasicSweeper`` class as its module defines it now.
+
+    Looked up on each call, never bound at import: Hydra's plugin discovery executes the plugin modules again, which
+    makes a new ``BasicSweeper`` class; a subclass of an older copy then fails in ``super()`` calls.
+    """
+    return importlib.import_module("hydra._internal.core_plugins.basic_sweeper").BasicSweeper
 
 
 def locate(target: str) -> Any:

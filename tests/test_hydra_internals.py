@@ -46,7 +46,7 @@ def test_each_private_name_has_the_shape_the_adapter_calls():
     assert set(inspect.signature(get_overrides_dirname).parameters) == {"overrides", "exclude_keys", "item_sep",
                                                                        "kv_sep"}
     for method in ("setup", "validate_batch_is_legal", "sweep"):
-        assert callable(getattr(hydra_internals.BasicSweeper, method))
+        assert callable(getattr(hydra_internals.basic_sweeper(), method))
 
 
 def test_locate_resolves_a_target_and_refuses_a_missing_one():

@@ -25,7 +25,7 @@ from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.types import HydraContext, TaskFunction
 from omegaconf import DictConfig, OmegaConf, open_dict
 
-from memrepro.hydra_internals import BasicSweeper, apply_overrides_to_config, overrides_dirname
+from memrepro.hydra_internals import apply_overrides_to_config, basic_sweeper, overrides_dirname
 
 
 class ComposeOnceLoader:
@@ -98,7 +98,7 @@ class ComposeOnceLoader:
         return cfg
 
 
-class ComposeOnceSweeper(BasicSweeper):
+class ComposeOnceSweeper(basic_sweeper()):  # the class Hydra's discovery made
     def setup(self, *, hydra_context: HydraContext, task_function: TaskFunction, config: DictConfig) -> None:
         context = HydraContext(config_loader=ComposeOnceLoader(hydra_context.config_loader),
                                callbacks=hydra_context.callbacks)
