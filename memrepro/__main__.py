@@ -41,7 +41,7 @@ COMMANDS: dict[str, Command] = {
     "keep": Command("keep complete runs as compressed copies to commit (results/kept); --restore writes them back",
                     "memrepro.cli.keep:main"),
     "migrate": Command("move runs written before run ids hashed algorithm versions to their current ids",
-                       "memrepro.migrate:main"),
+                       "memrepro.cli.migrate:main"),
     "bench": Command("speed benchmarks side by side in one process (`bench scale`: 10k-1M memories vs FAISS)",
                      "memrepro.cli.bench:main"),
 }

@@ -1,4 +1,4 @@
-"""``python -m memrepro migrate``: move run folders written before run ids hashed algorithm versions (run record
+"""Move run folders written before run ids hashed algorithm versions (run record
 schema 1) to the ids the runner computes now, so that ``run`` / ``experiments`` find them instead of recomputing.
 
 A folder moves only when its stored ``config.yaml`` reproduces the id it was written under by the old rule: the
@@ -14,11 +14,9 @@ is and named. Eval runs (scored run files) keep their ids.
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import os
 import shutil
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping
@@ -115,15 +113,3 @@ def _retag(trec: str, old: str, new: str) -> str:
         head, _, tag = line.rpartition(" ")
         lines.append(f"{head} {new}" if tag == old else line)
     return "\n".join(lines) + ("\n" if lines else "")
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m memrepro migrate", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--results", default=os.environ.get("MEMREPRO_RESULTS_DIR", "results"))
-    args = parser.parse_args(sys.argv[1:] if argv is None else argv)
-    results = migrate(args.results)
-    left = [r for r in results if r.new is None and r.note.startswith(("not migrated", "left for"))]
-    print(f"{sum(r.new is not None for r in results)} moved, {len(left)} left in place, "
-          f"{len(results) - len(left) - sum(r.new is not None for r in results)} unchanged")
-    return 1 if left else 0
-

@@ -1,7 +1,8 @@
 """A user's first mistakes end in one line on stderr and the contract's exit code (2: bad input), never in Hydra's
 search paths, a silently accepted key or an ``internal error``: a Python without the dependencies, a mistyped
 config group option or key, an unknown metric, an impossible thread count, a missing or non-UTF-8 run file, run
-folders ``compare`` refuses, and ``bench --help``. A truncated run file is scored with one warning naming its depth.
+folders ``compare`` refuses, ``bench --help``, and
+usage mistakes on every plain command. A truncated run file is scored with one warning naming its depth.
 """
 
 from __future__ import annotations
@@ -157,6 +158,36 @@ def test_eval_and_compare_refusals_are_bad_input_and_bench_help_is_help(tmp_path
     assert bench.returncode == 0 and bench.stdout.startswith("usage: python -m memrepro bench scale")
     assert not bench.stderr.strip()
     assert "bench" in one_error_line(memrepro("bench", tmp=tmp_path, data_dir=fixtures_dir))
+
+
+# A usage mistake on each plain (non-Hydra) command: argparse's usage block becomes one line, exit code 2.
+USAGE_CASES = {
+    "compare without run folders": (["compare"], "the following arguments are required: runs"),
+    "keep with an unknown flag": (["keep", "--nope"], "unrecognized arguments: --nope"),
+    "tables with an unknown flag": (["tables", "--bogus"], "unrecognized arguments: --bogus"),
+    "data without a subcommand": (["data"], "the following arguments are required: command"),
+    "data check of an unknown benchmark": (["data", "check", "--benchmark", "nope"], "invalid choice: 'nope'"),
+    "migrate with an unknown flag": (["migrate", "--bogus"], "unrecognized arguments: --bogus"),
+    "experiments with an unknown flag": (["experiments", "--bogus"], "unrecognized arguments: --bogus"),
+    "export with an unknown flag": (["export", "--bogus"], "unrecognized arguments"),
+    "leaderboard with an unknown flag": (["leaderboard", "--bogus"], "unrecognized arguments: --bogus"),
+    "bench scale without a value": (["bench", "scale", "--sizes"], "expected one argument"),
+}
+
+
+@pytest.mark.parametrize("name", list(USAGE_CASES))
+def test_usage_mistakes_on_plain_commands_are_one_line(name: str, monkeypatch: pytest.MonkeyPatch,
+                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    from memrepro.__main__ import COMMANDS, _load
+
+    argv, expected = USAGE_CASES[name]
+    monkeypatch.setattr(sys, "argv", [f"memrepro {argv[0]}", *argv[1:]])
+    with pytest.raises(SystemExit) as stop:
+        _load(COMMANDS[argv[0]].entry)()
+    lines = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
+    assert stop.value.code == 2
+    assert len(lines) == 1 and lines[0].startswith("memrepro: error: python -m memrepro "), lines
+    assert expected in lines[0] and lines[0].endswith("--help` lists the options"), lines[0]
 
 
 @pytest.mark.integration

@@ -27,6 +27,7 @@ from typing import Callable
 
 import numpy as np
 
+from memrepro.cli.args import ArgumentParser
 from memrepro.errors import EXIT_BAD_INPUT
 from memrepro.limits import DEFAULT_CHUNK_BYTES
 
@@ -305,7 +306,7 @@ def main() -> int:
         given = f"unknown benchmark {argv[0]!r}" if argv else "no benchmark named"
         print(f"memrepro: error: bench: {given}; {USAGE}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    parser = argparse.ArgumentParser(prog="memrepro bench scale", description=__doc__)
+    parser = ArgumentParser(prog="python -m memrepro bench scale", description=__doc__)
     parser.add_argument("--sizes", default=",".join(str(s) for s in SIZES))
     parser.add_argument("--corpus", choices=("synthetic", "replicated"), default="synthetic")
     parser.add_argument("--encoder", default="mpnet", help="replicated corpus: whose cached LoCoMo vectors")

@@ -12,13 +12,15 @@ import argparse
 import sys
 from pathlib import Path
 
+from memrepro.cli.args import ArgumentParser
+
 
 def main(argv: list[str] | None = None) -> int:
     from memrepro.compare import LEGEND, compare, load_run
     from memrepro.tables.render import latex, markdown, write_table
 
-    parser = argparse.ArgumentParser(prog="python -m memrepro compare", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = ArgumentParser(prog="python -m memrepro compare", description=__doc__,
+                            formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("runs", nargs="+", help="complete run folders (results/runs/<dataset>/<retriever>/<encoder>/<id>)")
     parser.add_argument("--metric", action="append", help="metric to compare (repeatable; default: the benchmark's "
                         "primary metrics)")
@@ -48,9 +50,9 @@ def leaderboard_main(argv: list[str] | None = None) -> int:
     from memrepro.tables.leaderboard import render_leaderboard
     from memrepro.tables.runs import complete_runs
 
-    parser = argparse.ArgumentParser(prog="python -m memrepro leaderboard",
-                                     description="every retriever x every benchmark on one encoder: primary metric, "
-                                     "Δ vs dense with significance marks, ms/query (reads results/, runs nothing)")
+    parser = ArgumentParser(prog="python -m memrepro leaderboard",
+                            description="every retriever x every benchmark on one encoder: primary metric, "
+                            "Δ vs dense with significance marks, ms/query (reads results/, runs nothing)")
     parser.add_argument("--results", default=os.environ.get("MEMREPRO_RESULTS_DIR", "results"))
     parser.add_argument("--encoder", default="all-MiniLM-L6-v2", help="encoder label of the runs (folder name)")
     parser.add_argument("--resamples", type=int, default=10_000)

@@ -8,6 +8,7 @@ import os
 import sys
 from pathlib import Path
 
+from memrepro.cli.args import ArgumentParser
 from memrepro.datasets.catalogue import DOWNLOADS, catalogue
 from memrepro.datasets.download import ChecksumMismatch, OfflineError, check, download
 from memrepro.datasets.io import DATA_DIR_ENV, data_root
@@ -109,10 +110,10 @@ def cmd_download(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    common = argparse.ArgumentParser(add_help=False)
+    common = ArgumentParser(add_help=False)
     common.add_argument("--data-dir", default=None, help=f"data root (default ${DATA_DIR_ENV} or ./data)")
     common.add_argument("--benchmark", action="append", choices=BENCHMARKS, help="restrict to a benchmark")
-    parser = argparse.ArgumentParser(prog="python -m memrepro data", description="benchmark files")
+    parser = ArgumentParser(prog="python -m memrepro data", description="benchmark files")
     sub = parser.add_subparsers(dest="command", required=True)
     p_check = sub.add_parser("check", parents=[common],
                              help="list each file, present or missing, with sha256 against pinned values")

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-import argparse
 import sys
 
+from memrepro.cli.args import ArgumentParser
 from memrepro.experiments import DEFAULT_LIST, ExperimentListError, load_experiments, run_experiments
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m memrepro experiments", description=__doc__)
+    parser = ArgumentParser(prog="python -m memrepro experiments", description=__doc__)
     parser.add_argument("--file", default=str(DEFAULT_LIST), help="the experiment list (default: %(default)s)")
     parser.add_argument("--only", action="append", default=[], metavar="NAME",
                         help="run only this entry, or every entry that feeds this table/figure (repeatable)")

@@ -11,14 +11,15 @@ import os
 import sys
 from pathlib import Path
 
+from memrepro.cli.args import ArgumentParser
 from memrepro.errors import MemreproError
 
 
 def main(argv: list[str] | None = None) -> int:
     from memrepro.export import FORMATS, export
 
-    parser = argparse.ArgumentParser(prog="python -m memrepro export", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = ArgumentParser(prog="python -m memrepro export", description=__doc__,
+                            formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("overrides", nargs="*", help="Hydra overrides, e.g. dataset=longmemeval dataset.variant=oracle")
     parser.add_argument("--format", choices=FORMATS, default="beir")
     parser.add_argument("--out", default=None, help="output folder")

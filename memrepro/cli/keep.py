@@ -14,14 +14,15 @@ import os
 import sys
 from pathlib import Path
 
+from memrepro.cli.args import ArgumentParser
 from memrepro.errors import EXIT_BAD_INPUT, MemreproError, one_line
 
 
 def main(argv: list[str] | None = None) -> int:
     from memrepro.kept_runs import KeptRuns
 
-    parser = argparse.ArgumentParser(prog="python -m memrepro keep", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = ArgumentParser(prog="python -m memrepro keep", description=__doc__,
+                            formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("folders", nargs="*", type=Path, help="complete run folders under results/runs to keep")
     action = parser.add_mutually_exclusive_group()
     action.add_argument("--restore", action="store_true", help="write every kept run absent from results/runs back")

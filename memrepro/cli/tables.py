@@ -8,7 +8,6 @@ paper's number, |Δ| and a verdict (or the reason there is none), with a summary
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 from dataclasses import dataclass, field
@@ -16,6 +15,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from memrepro.cli.args import ArgumentParser
 from memrepro.kept_runs import KeptRuns
 from memrepro.tables import rfmem
 from memrepro.tables.convmemory import (ablation_table, calibration_table, cost_notes, main_table,
@@ -113,7 +113,7 @@ def render_matrix(cells: list[Cell], out: Path) -> dict[str, str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m memrepro tables", description=__doc__)
+    parser = ArgumentParser(prog="python -m memrepro tables", description=__doc__)
     parser.add_argument("--results", default=os.environ.get("MEMREPRO_RESULTS_DIR", "results"))
     parser.add_argument("--resamples", type=int, default=10_000, help="paired bootstrap resamples (seed 13)")
     parser.add_argument("--kept", default=os.environ.get("MEMREPRO_KEPT_DIR", "results/kept"),
