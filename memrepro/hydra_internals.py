@@ -8,6 +8,8 @@ Hydra version ``pyproject.toml`` pins):
   it (the public ``hydra.utils.get_object`` does the same but logs three lines per failure).
 - :func:`report_errors_with`: composition errors (unknown key or option, bad override) reported by memrepro in one
   line; Hydra reports them itself, with a traceback, through ``hydra._internal.utils.run_and_report``.
+- :func:`hydra_usage_error`: Hydra's own command-line parser, asked whether it accepts a command line, so that a
+  usage mistake (an unknown flag) is reported in memrepro's one line instead of argparse's usage block.
 - :func:`basic_sweeper`, :func:`apply_overrides_to_config`, :func:`overrides_dirname`: the compose-once sweeper
   (``hydra_plugins/memrepro_sweeper``) is Hydra's basic sweeper with one method changed, and applies value
   overrides with Hydra's own code so its configs equal a full composition.
@@ -24,7 +26,7 @@ import importlib
 
 HYDRA_VERSION = "1.3.8"  # the version these names were read from; pyproject.toml pins it
 
-__all__ = ["apply_overrides_to_config", "basic_sweeper", "locate", "overrides_dirname", "report_errors_with",
+__all__ = ["apply_overrides_to_config", "basic_sweeper", "hydra_usage_error", "locate", "overrides_dirname", "report_errors_with",
            "HYDRA_VERSION"]
 
 
@@ -58,3 +60,29 @@ def apply_overrides_to_config(overrides: list[Any], cfg: Any) -> None:
 def overrides_dirname(overrides: list[Any], kv_sep: str, item_sep: str, exclude_keys: list[str]) -> str:
     """``hydra.job.override_dirname`` for ``overrides``, as Hydra computes it."""
     return _get_overrides_dirname(overrides=overrides, kv_sep=kv_sep, item_sep=item_sep, exclude_keys=exclude_keys)
+
+
+class _UsageError(Exception):
+    pass
+
+
+def hydra_usage_error(argv: list[str]) -> str | None:
+    """What Hydra would refuse in the command line ``argv`` (argparse's message, or two modes at once), or None."""
+
+    def refuse(message: str) -> None:
+        raise _UsageError(message)
+
+    parser = _utils.get_args_parser()
+    parser.error = refuse  # type: ignore[method-assign]
+    try:
+        args, unknown = parser.parse_known_args(argv)
+    except _UsageError as exc:
+        return str(exc)
+    if unknown:
+        return f"unrecognized arguments: {' '.join(unknown)}"
+    modes = [flag for flag, on in (("--run", args.run), ("--multirun", args.multirun), ("--cfg", args.cfg),
+                                   ("--info", args.info is not None), ("--shell-completion", args.shell_completion))
+             if on]
+    if len(modes) > 1:  # Hydra's own rule (hydra.main refuses it with a ValueError)
+        return f"{' and '.join(modes)} cannot be combined: give one of --run, --multirun, --cfg, --info"
+    return None

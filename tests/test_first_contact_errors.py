@@ -190,6 +190,34 @@ def test_usage_mistakes_on_plain_commands_are_one_line(name: str, monkeypatch: p
     assert expected in lines[0] and lines[0].endswith("--help` lists the options"), lines[0]
 
 
+# The same on the Hydra commands: what Hydra's own parser refuses is reported before Hydra prints its usage block.
+HYDRA_USAGE_CASES = {
+    "run with an unknown flag": (["run", "--bogus"], "unrecognized arguments: --bogus"),
+    "train with an unknown flag": (["train", "--nope", "seeds=[7]"], "unrecognized arguments: --nope"),
+    "eval with a bad --info": (["eval", "--info", "zzz"], "invalid choice: 'zzz'"),
+    "run with two modes": (["run", "-m", "retriever.k=1,2", "--cfg", "job"], "--multirun and --cfg cannot be"),
+}
+
+
+@pytest.mark.parametrize("name", list(HYDRA_USAGE_CASES))
+def test_usage_mistakes_on_hydra_commands_are_one_line(name: str, capsys: pytest.CaptureFixture[str]) -> None:
+    from memrepro.__main__ import main
+
+    argv, expected = HYDRA_USAGE_CASES[name]
+    assert main(argv) == 2
+    lines = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith(f"memrepro: error: python -m memrepro {argv[0]}: "), lines
+    assert expected in lines[0], lines[0]
+
+
+def test_hydra_takes_what_the_usage_check_lets_through() -> None:
+    from memrepro.hydra_internals import hydra_usage_error
+
+    for argv in ([], ["-m", "retriever.k=1,3"], ["--cfg", "job", "retriever.k=3"], ["--help"], ["-c", "hydra"],
+                 ["retriever.min_sim=-1", "+experiment=rfmem_table2_r5"]):
+        assert hydra_usage_error(argv) is None, argv
+
+
 @pytest.mark.integration
 def test_eval_of_a_truncated_run_file_warns_once_and_records_the_warning(tmp_path: Path,
                                                                          fixtures_dir: Path) -> None:
