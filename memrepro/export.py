@@ -23,22 +23,13 @@ Excluded queries (``Query.excluded``) have no qrels.
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Iterable
 
+from memrepro.files import write_lines_atomic
 from memrepro.types import Benchmark
 
 FORMATS = ("beir", "trec")
-
-
-def _write_lines(path: Path, lines: Iterable[str]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    with open(tmp, "w", encoding="utf-8") as handle:
-        for line in lines:
-            handle.write(line + "\n")
-    os.replace(tmp, path)
 
 
 def corpus_id(episode_id: str, memory_id: str) -> str:
@@ -58,7 +49,7 @@ def export(benchmark: Benchmark, out: Path, fmt: str) -> list[Path]:
     written: list[Path] = []
 
     def put(path: Path, lines: Iterable[str]) -> None:
-        _write_lines(path, lines)
+        write_lines_atomic(path, lines)
         written.append(path)
 
     multi = len(benchmark.splits) > 1

@@ -44,6 +44,16 @@ def test_a_row_or_note_the_new_rendering_drops_is_kept_and_a_rerender_is_byte_id
     assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == once
 
 
+@pytest.mark.parametrize("damage", [b"", b"\xff\xfe not UTF-8\n", b'method,MRR\n"dense,0.3254\n'])
+def test_an_unreadable_committed_table_is_refused_naming_it_and_left_as_it_is(tmp_path: Path, damage: bytes) -> None:
+    from memrepro.errors import DamagedFileError
+
+    (tmp_path / "t.csv").write_bytes(damage)
+    with pytest.raises(DamagedFileError, match="t.csv: the committed table cannot be read.*git checkout"):
+        write_table(_table([["dense", "—", "—"]]), tmp_path, "t", "T", keep_committed=True)
+    assert (tmp_path / "t.csv").read_bytes() == damage and not (tmp_path / "t.md").exists()
+
+
 def test_a_table_whose_runs_are_all_present_is_written_as_rendered(tmp_path: Path) -> None:
     write_table(_table([["dense", "0.3254 ‡", "0.5345 ‡"]]), tmp_path, "t", "T")
     write_table(_table([["dense", "0.3250", "0.5300"]]), tmp_path, "t", "T", keep_committed=True)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from pathlib import Path
 
@@ -13,6 +12,7 @@ from memrepro.datasets.catalogue import DOWNLOADS, catalogue
 from memrepro.datasets.download import ChecksumMismatch, OfflineError, check, download
 from memrepro.datasets.io import DATA_DIR_ENV, data_root
 from memrepro.errors import EXIT_BAD_INPUT, MemreproError
+from memrepro.files import write_text_atomic
 
 BENCHMARKS = ("locomo", "longmemeval", "personabench", "personamem")
 
@@ -68,7 +68,7 @@ def cmd_check(args: argparse.Namespace) -> int:
                       f"rerun", file=sys.stderr)
                 continue
             stats = benchmark_stats(loaded) if hasattr(loaded, "episodes") else personamem_question_stats(loaded)
-            _write_atomic(target, json.dumps(stats, indent=2) + "\n")
+            write_text_atomic(target, json.dumps(stats, indent=2) + "\n")
             if "episodes" in stats:
                 spread = stats["memories_per_episode"]
                 print(f"stats {name}: {stats['queries']} queries ({stats['scored_queries']} scored), "
@@ -79,17 +79,6 @@ def cmd_check(args: argparse.Namespace) -> int:
     if refused:
         return EXIT_BAD_INPUT
     return 1 if any(s.problem for s in statuses) else 0
-
-
-def _write_atomic(target: Path, text: str) -> None:
-    """Through a temporary sibling, removed when the write fails: a reader sees the old file or the new one."""
-    tmp = target.with_name(f".{target.name}.tmp-{os.getpid()}")
-    try:
-        tmp.write_text(text, encoding="utf-8")
-        os.replace(tmp, target)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
 
 
 def cmd_download(args: argparse.Namespace) -> int:

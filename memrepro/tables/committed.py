@@ -18,6 +18,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from memrepro.errors import DamagedFileError, one_line
+
 MARK = "‡"
 ABSENT = frozenset({"", "—", "-", "nan", "none", "not run", "missing", "missing: not run"})
 
@@ -60,13 +62,18 @@ class Merged:
 
 
 def read_committed(csv_path: Path) -> pd.DataFrame | None:
-    """The committed table's cells as strings, or None when there is none (or it cannot be parsed)."""
+    """The committed table's cells as strings, or None when there is none.
+
+    A committed table that cannot be read is refused (:class:`DamagedFileError` naming it), never treated as absent:
+    its cells would then be lost from every cell whose run is absent, replaced by "—".
+    """
     if not csv_path.is_file():
         return None
     try:
         return pd.read_csv(csv_path, dtype=str, keep_default_na=False)
-    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError):
-        return None
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
+        raise DamagedFileError(csv_path, f"the committed table cannot be read ({one_line(exc)})",
+                               f"restore it with `git checkout -- {csv_path}` and render again") from exc
 
 
 def read_committed_notes(md_path: Path) -> list[str]:

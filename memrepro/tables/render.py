@@ -8,21 +8,13 @@ The table arrives as a frame of display strings plus a same-shaped boolean frame
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Sequence
 
 import pandas as pd
 
+from memrepro.files import write_text_atomic
 from memrepro.tables import committed
-
-
-def write_text_atomic(target: Path, text: str) -> None:
-    """Write through a temporary sibling and rename, so a reader never sees half a file."""
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = target.with_name(f".{target.name}.tmp-{os.getpid()}")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, target)
 
 
 def markdown(frame: pd.DataFrame, bold: pd.DataFrame | None = None) -> str:

@@ -13,7 +13,8 @@ from typing import Sequence
 
 import pandas as pd
 
-from memrepro.tables.render import markdown, write_text_atomic
+from memrepro.files import write_text_atomic
+from memrepro.tables.render import markdown
 
 HEADLINE_START, HEADLINE_END = "<!-- memrepro:headline:start -->", "<!-- memrepro:headline:end -->"
 # the report's tables, in order (file stems under results/tables)

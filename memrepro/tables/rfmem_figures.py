@@ -17,8 +17,8 @@ from typing import Any, Sequence
 
 import pandas as pd
 
+from memrepro.files import write_text_atomic
 from memrepro.tables import committed, figures
-from memrepro.tables.render import write_text_atomic
 from memrepro.tables.rfmem import familiarity_settings, recollection_settings
 from memrepro.run_identity import NON_MEASURING_RETRIEVER_KEYS as IGNORE
 from memrepro.tables.runs import Run
