@@ -16,7 +16,7 @@ import pandas as pd
 
 from memrepro.errors import EXIT_BAD_INPUT, MemreproError
 from memrepro.evaluation.significance import paired_bootstrap
-from memrepro.results import COMPLETE, run_problem
+from memrepro.runs.folder import COMPLETE, run_problem
 from memrepro.tables.runs import Run
 
 

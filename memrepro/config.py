@@ -251,7 +251,7 @@ class PathsConfig:
     cache_dir: str = MISSING
     log_dir: str = "outputs"
     models_dir: str = "models"
-    kept_dir: str = "results/kept"  # committed copies of expensive runs (memrepro/kept_runs.py)
+    kept_dir: str = "results/kept"  # committed copies of expensive runs (memrepro/runs/kept.py)
 
 
 @dataclass

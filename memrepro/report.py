@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from memrepro.run_record import RunRecord
+from memrepro.runs.record import RunRecord
 
 
 def summary_table(record: RunRecord) -> str:

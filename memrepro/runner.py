@@ -30,17 +30,17 @@ from memrepro.errors import EXIT_BAD_INPUT, MemreproError, one_line
 from memrepro.evaluation.aggregate import aggregate
 from memrepro.evaluation.freeze import TIE_RULE, FrozenRanking, freeze
 from memrepro.evaluation.metrics import compute_metrics
-from memrepro.kept_runs import KeptRuns
+from memrepro.runs.kept import KeptRuns
 from memrepro.models.encoder import CachedEncoder, resolve_device
 from memrepro.provenance import config_hash, git_commit, hardware, package_versions, take_warnings
-from memrepro.resume import RetrievalCheckpoint
-from memrepro.results import (COMPLETE, RunWriter, is_complete, read_record, recover, run_dir, run_problem,
+from memrepro.runs.resume import RetrievalCheckpoint
+from memrepro.runs.folder import (COMPLETE, RunWriter, is_complete, read_record, recover, run_dir, run_problem,
                               stale_siblings, trec_text)
 from memrepro.retrievers.base import RetrievalInput, Retriever, RetrieverBase
 from memrepro.retrievers.external import as_retriever
-from memrepro.run_identity import run_id_payload
-from memrepro.run_record import RunRecord
-from memrepro.seed_reuse import ReusedSplits, find_reusable
+from memrepro.runs.identity import run_id_payload
+from memrepro.runs.record import RunRecord
+from memrepro.runs.seed_reuse import ReusedSplits, find_reusable
 from memrepro.search import EpisodeIndex, SearchOptions, approximate_recall, build_index, search
 from memrepro.training.plan import (TrainingPlan, needed_splits, per_seed_artifacts, planning_context,
                                     training_plan)
@@ -226,7 +226,7 @@ def recompute_cost(cfg: DictConfig, benchmark: Benchmark, encoder: Any, retrieve
 
 def _reusable_splits(resolved: Mapping[str, Any], benchmark: Benchmark, encoder: Any, folder: Path,
                      kept: KeptRuns | None = None) -> ReusedSplits:
-    """Splits complete runs of this config over fewer of its ``dataset.seeds`` hold (``memrepro.seed_reuse``)."""
+    """Splits complete runs of this config over fewer of its ``dataset.seeds`` hold (``memrepro.runs.seed_reuse``)."""
     seeds = (resolved.get("dataset") or {}).get("seeds")
     if not isinstance(seeds, list):  # a benchmark without split seeds
         return ReusedSplits()
@@ -406,7 +406,7 @@ def score_rankings(benchmark: Benchmark, rankings: Mapping[tuple[str, str], Froz
                    metric_names: list[str], latency_ms: Mapping[str, float], top_n: int,
                    reused_rows: Mapping[str, list[dict[str, Any]]] | None = None):
     """Frozen rankings → (per-query rows, counts, aggregate summary): the one scoring path of ``run``, ``eval``
-    and ``memrepro.evaluate``. A split in ``reused_rows`` takes those rows (``memrepro.seed_reuse``), rescored
+    and ``memrepro.evaluate``. A split in ``reused_rows`` takes those rows (``memrepro.runs.seed_reuse``), rescored
     from their stored gold ranks."""
     with _no_gc():  # ~10^6 small containers per LoCoMo run: the cyclic GC would rescan every ranking many times
         rows, counts = _score(benchmark, rankings, traces, metric_names, latency_ms, top_n, reused_rows or {})

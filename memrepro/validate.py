@@ -6,7 +6,7 @@ A parameter is declared once, in its schema dataclass (``memrepro/config.py``, `
 Everything here is derived from those declarations: the check of a composed config (:func:`validate_run_config`,
 which :func:`memrepro.runner.run` calls, so the CLI, ``memrepro.evaluate``, sweeps and experiments all get it), the
 check of a retriever built in Python (its constructor calls :func:`validate_arguments`: the same walk, the same
-message), ``docs/parameters.md`` and the settings :mod:`memrepro.run_identity` leaves out of a run id.
+message), ``docs/parameters.md`` and the settings :mod:`memrepro.runs.identity` leaves out of a run id.
 
 A value outside its range fails in one line naming the key, the value and what is allowed (:class:`ConfigError`)
 instead of running to a COMPLETE result that means something else, or a traceback from deep inside. A field's type
@@ -389,7 +389,7 @@ def validate_train_config(cfg: DictConfig) -> None:
 def validate_eval_config(cfg: DictConfig) -> None:
     """An ``eval`` config: its keys, metrics, declared ranges and the run file's format and order."""
     from memrepro.cli.eval import EvalConfig
-    from memrepro.runfile import FORMATS, ORDERS
+    from memrepro.runs.runfile import FORMATS, ORDERS
 
     check_closed_schema(cfg)
     validate_metrics(cfg)

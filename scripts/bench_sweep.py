@@ -20,7 +20,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from memrepro.results import COMPLETE, read_record
+from memrepro.runs.folder import COMPLETE, read_record
 
 DEFAULT = ["dataset=personabench", "encoder=mpnet", "retriever=rfmem_personabench", "retriever.engine=compiled",
            "retriever.recollection.alpha=0.1,0.2,0.3,0.4,0.5,0.6,0.7,0.8,0.9", "retriever.gate.tau=0.15,0.2,0.25,0.3"]

@@ -100,9 +100,9 @@ def fixture_paths(tmp_path: Path, fixtures_dir: Path, monkeypatch: pytest.Monkey
 
 def run_record(run_id: str = "0" * 16, dataset: str = "locomo", *, summary: dict | None = None,
                n_total: int = 0, **fields: object) -> dict:
-    """A valid ``metrics.json`` document (:class:`memrepro.run_record.RunRecord`) for hand-made run folders:
+    """A valid ``metrics.json`` document (:class:`memrepro.runs.record.RunRecord`) for hand-made run folders:
     the given parts, every other field empty. ``summary`` may give only some of its parts."""
-    from memrepro.run_record import RunRecord
+    from memrepro.runs.record import RunRecord
 
     provenance = {"config_hash": run_id, "data_sha256": "0" * 64, "files": [], "loader_options": {},
                   "tie_rule": "test", "git": {}, "versions": {}, "created": "2026-01-01T00:00:00+0000",

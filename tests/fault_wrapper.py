@@ -57,7 +57,7 @@ def install(point: str, sig: str, after: int) -> None:
 
         cache._atomic_write_bytes = write_then_tick
     elif point == "retrieve":
-        from memrepro import resume
+        from memrepro.runs import resume
 
         flush = resume.RetrievalCheckpoint.flush
 
@@ -69,7 +69,7 @@ def install(point: str, sig: str, after: int) -> None:
 
         resume.RetrievalCheckpoint.flush = flush_then_tick
     elif point in ("commit", "commit-before"):
-        from memrepro import results
+        from memrepro.runs import folder as results
 
         replace = os.replace
 
@@ -88,7 +88,7 @@ def install(point: str, sig: str, after: int) -> None:
 
         results.os = PatchedOs()
     elif point == "results":
-        from memrepro import results
+        from memrepro.runs import folder as results
 
         init = results.RunWriter.__init__
 

@@ -14,14 +14,12 @@ PACKAGE = Path(__file__).resolve().parents[1] / "memrepro"
 
 # Lowest first. A unit is a top-level folder (a subpackage) or module of memrepro.
 LAYERS: tuple[frozenset[str], ...] = tuple(frozenset(layer) for layer in (
-    {"errors", "types", "limits", "paths", "provenance", "run_record", "reference", "hydra_internals",
-     "files"},
+    {"errors", "types", "limits", "paths", "provenance", "reference", "hydra_internals", "files"},
     {"datasets", "models", "evaluation", "search"},
     {"artifacts"},  # trained-model resolution, below the retrievers that hold it and the trainers that subclass it
     {"retrievers"},
     {"training"},
-    {"runner", "results", "resume", "kept_runs", "seed_reuse", "run_identity", "runfile", "migrate", "export",
-     "report", "experiments"},
+    {"runner", "runs", "export", "report", "experiments"},
     {"tables"},
     {"cli", "__main__", "__init__", "api", "compare"},
 ))

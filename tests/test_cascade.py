@@ -20,7 +20,7 @@ from memrepro.datasets.locomo import load_locomo, turn_number
 from memrepro.evaluation.freeze import FrozenRanking
 from memrepro.retrievers.cascade import (ARMS, FORBIDDEN_FIELDS, CascadeRetriever, check_candidates, derangement,
                                          memory_position, protected_rerank, v2_pairs)
-from memrepro.results import COMPLETE
+from memrepro.runs.folder import COMPLETE
 from memrepro.search import Hits
 from memrepro.training.cross_encoder import build_records
 from memrepro.types import Memory, Split

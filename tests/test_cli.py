@@ -12,7 +12,7 @@ import pytest
 
 from memrepro.evaluation.freeze import FrozenRanking
 from memrepro.evaluation.metrics import compute_metrics
-from memrepro.results import COMPLETE, read_queries
+from memrepro.runs.folder import COMPLETE, read_queries
 from memrepro.types import Query
 
 pytestmark = pytest.mark.integration  # every test here runs the CLI in a subprocess

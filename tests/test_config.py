@@ -14,7 +14,7 @@ from omegaconf.errors import ValidationError
 
 import memrepro.config  # noqa: F401
 from memrepro import runner
-from memrepro.run_identity import semantic_config
+from memrepro.runs.identity import semantic_config
 
 CONF = Path(__file__).resolve().parents[1] / "conf"
 

@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from memrepro.experiments import DEFAULT_LIST, ExperimentListError, load_experiments, run_experiments
-from memrepro.results import COMPLETE
+from memrepro.runs.folder import COMPLETE
 
 CONF = Path(__file__).resolve().parents[1] / "conf"
 KNOWN_OUTPUTS = {"convmemory_locomo", "convmemory_ablation", "convmemory_calibration", "rfmem_table1", "rfmem_table2", "rfmem_table3",

@@ -15,7 +15,7 @@ import pytest
 
 from memrepro import runner
 from memrepro.api import compose
-from memrepro.run_identity import algorithm_versions
+from memrepro.runs.identity import algorithm_versions
 
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLE = REPO / "examples" / "extending"

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from memrepro.results import COMPLETE
+from memrepro.runs.folder import COMPLETE
 
 pytestmark = pytest.mark.integration  # every test here runs the CLI in a subprocess
 

@@ -13,7 +13,7 @@ import pytest
 import yaml
 from conftest import run_record
 
-from memrepro.results import COMPLETE
+from memrepro.runs.folder import COMPLETE
 from memrepro.tables.figures import (
     figure_alpha_depth,
     figure_alpha_tau,
@@ -32,7 +32,7 @@ def make_run(results: Path, *, dataset: str = "personabench", retriever: str = "
              settings: dict[str, Any] | None = None, pooled: dict[str, float] | None = None,
              created: str = "2026-01-01T00:00:00+0000", dataset_options: dict[str, Any] | None = None,
              complete: bool = True) -> Path:
-    """A run folder laid out like ``memrepro.results``: config.yaml, metrics.json and (by default) COMPLETE."""
+    """A run folder laid out like ``memrepro.runs.folder``: config.yaml, metrics.json and (by default) COMPLETE."""
     run_id = f"{next(_ids):016x}"
     folder = results / "runs" / dataset / retriever / encoder / run_id
     folder.mkdir(parents=True)

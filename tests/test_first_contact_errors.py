@@ -239,7 +239,7 @@ def test_eval_of_a_truncated_run_file_warns_once_and_records_the_warning(tmp_pat
 
 
 def test_a_run_file_as_deep_as_every_pool_has_no_depth_warning(tmp_path: Path, fixtures_dir: Path) -> None:
-    from memrepro.runfile import depth_warning, read_run_file, validate
+    from memrepro.runs.runfile import depth_warning, read_run_file, validate
 
     bench = _benchmark(fixtures_dir)
     full = _trec(tmp_path / "full.trec", {q.id: list(bench.episodes[q.episode_id].ids) for q in bench.queries})
@@ -257,7 +257,7 @@ def test_a_run_file_as_deep_as_every_pool_has_no_depth_warning(tmp_path: Path, f
 def test_a_non_utf8_run_file_names_the_file_and_the_line(tmp_path: Path, name: str, content: bytes,
                                                          line: int) -> None:
     from memrepro.errors import EXIT_BAD_INPUT
-    from memrepro.runfile import RunFileError, read_run_file
+    from memrepro.runs.runfile import RunFileError, read_run_file
 
     path = tmp_path / name
     path.write_bytes(content)

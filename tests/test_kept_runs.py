@@ -1,4 +1,4 @@
-"""Kept runs (memrepro.kept_runs, ``python -m memrepro keep``): a compressed copy of a complete run restores to the
+"""Kept runs (memrepro.runs.kept, ``python -m memrepro keep``): a compressed copy of a complete run restores to the
 same bytes, a run of the same config restores it instead of computing, a run over more seeds reuses it, and a
 damaged or edited copy is refused with the kept file named, never turned into a different number."""
 
@@ -13,7 +13,7 @@ import pytest
 
 from memrepro.cli.keep import main as keep_main
 from memrepro.errors import DamagedFileError
-from memrepro.kept_runs import QUERIES_XZ, KeptRunError, KeptRuns
+from memrepro.runs.kept import QUERIES_XZ, KeptRunError, KeptRuns
 from tests.test_seed_reuse import run_locomo
 
 

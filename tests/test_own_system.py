@@ -14,7 +14,7 @@ import ir_measures
 import pytest
 
 from memrepro.evaluation.significance import paired_bootstrap
-from memrepro.results import COMPLETE, read_queries
+from memrepro.runs.folder import COMPLETE, read_queries
 
 REPO = Path(__file__).resolve().parents[1]
 FAST = ("encoder=fake", "latency.batch1_queries=2", "latency.warmup=1", "runtime.progress=false")
@@ -141,7 +141,7 @@ def test_eval_rescores_a_damaged_complete_folder_instead_of_skipping_it(two_runs
                                                                        fixtures_dir: Path) -> None:
     """A second eval of the same run file skips a complete folder only when its files verify; an edited
     queries.jsonl is named, rescored from the run file, and the folder ends as the first eval wrote it."""
-    from memrepro.results import run_problem
+    from memrepro.runs.folder import run_problem
 
     _, dense, _ = two_runs
     args = ("eval", TWO, f"run_file={dense / 'run.trec'}", "name=dense-rescored")
@@ -205,7 +205,7 @@ def _write(tmp: Path, text: str, name: str = "run.trec") -> Path:
 
 
 def test_run_file_errors_name_file_line_and_id(tmp_path: Path, fixtures_dir: Path) -> None:
-    from memrepro.runfile import RunFileError, read_run_file, validate
+    from memrepro.runs.runfile import RunFileError, read_run_file, validate
 
     from memrepro.datasets.longmemeval import load_longmemeval
 
@@ -234,7 +234,7 @@ def test_run_file_errors_name_file_line_and_id(tmp_path: Path, fixtures_dir: Pat
 
 
 def test_run_file_warnings_are_counted_and_strict_makes_them_errors(tmp_path: Path, fixtures_dir: Path) -> None:
-    from memrepro.runfile import RunFileError, read_run_file, validate
+    from memrepro.runs.runfile import RunFileError, read_run_file, validate
 
     bench = _benchmark(fixtures_dir)
     q0, q1 = bench.queries[0], bench.queries[1]
@@ -272,7 +272,7 @@ def test_eval_failure_is_one_line_and_writes_nothing(tmp_path: Path, fixtures_di
 
 
 def test_order_rank_keeps_the_files_order(tmp_path: Path, fixtures_dir: Path) -> None:
-    from memrepro.runfile import read_run_file, validate
+    from memrepro.runs.runfile import read_run_file, validate
 
     bench = _benchmark(fixtures_dir)
     q = bench.queries[0]

@@ -24,7 +24,7 @@ from memrepro.errors import ConfigError, UnknownNameError
 from memrepro.retrievers.dense import DenseRetriever
 from memrepro.retrievers.rfmem.params import RecollectionParams, validate_recollection
 from memrepro.retrievers.rfmem.retriever import RecollectionRetriever, RFMemRetriever
-from memrepro.run_identity import (NON_MEASURING_RETRIEVER_KEYS, RETRIEVER_SETTINGS, RUN_SETTINGS, SOURCE_SETTINGS,
+from memrepro.runs.identity import (NON_MEASURING_RETRIEVER_KEYS, RETRIEVER_SETTINGS, RUN_SETTINGS, SOURCE_SETTINGS,
                                    algorithm_versions, run_id_payload, semantic_config)
 from memrepro.validate import changes_results, declared_rules, in_run_id, validate_retriever, validate_run_config
 from tests.test_cli import memrepro

@@ -19,7 +19,7 @@ from hydra import compose, initialize_config_dir
 import memrepro.config  # noqa: F401  (registers the schemas)
 import memrepro.training.cross_encoder as trainer
 from memrepro import runner
-from memrepro.kept_runs import KeptRuns
+from memrepro.runs.kept import KeptRuns
 from memrepro.retrievers.dense import DenseRetriever
 from memrepro.training.cross_encoder import TrainedCrossEncoders
 from memrepro.artifacts.per_seed import TrainingContext

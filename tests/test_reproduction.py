@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from memrepro.results import COMPLETE
+from memrepro.runs.folder import COMPLETE
 from memrepro.reference import reference_value
 
 pytestmark = [pytest.mark.real_data, pytest.mark.real_model, pytest.mark.slow, pytest.mark.integration]

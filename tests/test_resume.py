@@ -12,7 +12,7 @@ import memrepro.config  # noqa: F401  (registers the schemas)
 from memrepro import runner
 from memrepro.errors import MemreproError
 from memrepro.evaluation.freeze import FrozenRanking
-from memrepro.resume import RetrievalCheckpoint
+from memrepro.runs.resume import RetrievalCheckpoint
 from memrepro.retrievers.rfmem.retriever import RFMemRetriever
 
 CONF = Path(__file__).resolve().parents[1] / "conf"
@@ -151,7 +151,7 @@ def test_a_second_launch_of_a_run_in_progress_is_refused(tmp_path: Path) -> None
 
 def test_a_run_stopped_after_retrieval_resumes_with_the_last_splits_model(paths: Path,
                                                                            monkeypatch: pytest.MonkeyPatch) -> None:
-    from memrepro.results import RunWriter
+    from memrepro.runs.folder import RunWriter
 
     def fails(self) -> None:
         raise OSError("disk full")

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from memrepro.reference import reference_value
-from memrepro.results import COMPLETE, read_queries
+from memrepro.runs.folder import COMPLETE, read_queries
 
 pytestmark = [pytest.mark.real_data, pytest.mark.real_model, pytest.mark.slow, pytest.mark.integration]
 

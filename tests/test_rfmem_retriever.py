@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from memrepro.results import read_queries
+from memrepro.runs.folder import read_queries
 from memrepro.retrievers.base import RetrievalInput
 from memrepro.retrievers.rfmem.params import FamiliarityParams, GateParams, RecollectionParams
 from memrepro.retrievers.rfmem.recollection import recollect_faithful

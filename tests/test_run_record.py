@@ -13,13 +13,13 @@ from hydra import compose, initialize_config_dir
 
 import memrepro.config  # noqa: F401  (registers the schemas)
 from memrepro import runner
-from memrepro.migrate import legacy_run_id, migrate
+from memrepro.runs.migrate import legacy_run_id, migrate
 from memrepro.paths import CONFIG_DIR
 from memrepro.provenance import config_hash
-from memrepro.results import COMPLETE, read_record, run_problem
+from memrepro.runs.folder import COMPLETE, read_record, run_problem
 from memrepro.retrievers.dense import DenseRetriever
-from memrepro.run_identity import run_id_payload
-from memrepro.run_record import SCHEMA_VERSION, RunRecord, RunRecordError
+from memrepro.runs.identity import run_id_payload
+from memrepro.runs.record import SCHEMA_VERSION, RunRecord, RunRecordError
 from memrepro.tables.runs import complete_runs
 
 TWO = "locomo/locomo10_two_conversations.json"

@@ -176,7 +176,7 @@ def test_options_are_validated() -> None:
 def test_exact_backends_keep_the_run_id_approximate_ones_change_it() -> None:
     from hydra import compose, initialize_config_dir
 
-    from memrepro.run_identity import semantic_config
+    from memrepro.runs.identity import semantic_config
 
     conf = str(Path(__file__).resolve().parents[1] / "conf")
     with initialize_config_dir(config_dir=conf, version_base="1.3"):

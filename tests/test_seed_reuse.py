@@ -1,4 +1,4 @@
-"""Seed-subset reuse (memrepro.seed_reuse): a multi-seed run composes complete runs of the same config over fewer
+"""Seed-subset reuse (memrepro.runs.seed_reuse): a multi-seed run composes complete runs of the same config over fewer
 seeds, retrieves only the rest, and writes what one uninterrupted run over all its seeds writes."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from hydra import compose, initialize_config_dir
 
 import memrepro.config  # noqa: F401  (registers the schemas)
 from memrepro import runner
-from memrepro.seed_reuse import candidate_subsets
+from memrepro.runs.seed_reuse import candidate_subsets
 
 CONF = Path(__file__).resolve().parents[1] / "conf"
 RUN = ("dataset=locomo", "dataset.file=locomo/locomo10_two_conversations.json", "encoder=fake", "retriever=dense",
@@ -107,7 +107,7 @@ def test_rows_that_are_not_the_benchmarks_queries_are_not_reused(fixture_paths: 
                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     """Past the manifest (a folder whose manifest was rewritten to match edited rows): the rows must still be the
     benchmark's queries of that split, with their gold ids and exclusions, in order."""
-    import memrepro.seed_reuse as seed_reuse
+    import memrepro.runs.seed_reuse as seed_reuse
 
     seven = run_locomo("dataset.seeds=[7]")
     rows = [json.loads(line) for line in (seven.folder / "queries.jsonl").read_text().splitlines()]

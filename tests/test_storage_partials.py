@@ -19,7 +19,7 @@ from memrepro.cli.keep import main as keep_main
 from memrepro.datasets.download import check
 from memrepro.datasets.catalogue import catalogue
 from memrepro.errors import DataError
-from memrepro.results import run_problem
+from memrepro.runs.folder import run_problem
 from tests.test_personabench import COMMUNITY, edit_json, fixture_copy, load_fixture  # noqa: F401 (fixture)
 from tests.test_resume import _cfg, paths  # noqa: F401 (fixture)
 from tests.test_trust import _folder, _write

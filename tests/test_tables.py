@@ -14,7 +14,7 @@ from conftest import run_record
 
 from memrepro.cli import tables as tables_cli
 from memrepro.reference import reference_at
-from memrepro.run_identity import algorithm_versions
+from memrepro.runs.identity import algorithm_versions
 from memrepro.tables import rfmem
 from memrepro.tables.render import write_table
 from memrepro.tables.reproduction import Cell, summary_line

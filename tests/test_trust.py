@@ -14,8 +14,8 @@ import memrepro.config  # noqa: F401  (registers the schemas)
 from memrepro import runner
 from memrepro.datasets.verify import check_files, data_verified, enforce
 from memrepro.errors import DamagedFileError, UnverifiedDataError
-from memrepro.results import COMPLETE, RunWriter, read_queries, read_record, recover, run_problem, verify_run
-from memrepro.run_identity import semantic_config
+from memrepro.runs.folder import COMPLETE, RunWriter, read_queries, read_record, recover, run_problem, verify_run
+from memrepro.runs.identity import semantic_config
 from memrepro.tables.runs import complete_runs
 from memrepro.types import FileProvenance
 

@@ -1,6 +1,6 @@
 """``python -m memrepro eval dataset=<name> run_file=<path>``: score an external run file exactly as ``run``
 scores its own rankings (same freeze, metrics, aggregation and results folder), so ``tables``, ``compare`` and
-``leaderboard`` treat it like any run. Validation rules: :mod:`memrepro.runfile`.
+``leaderboard`` treat it like any run. Validation rules: :mod:`memrepro.runs.runfile`.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from omegaconf import MISSING, DictConfig, OmegaConf
 
 from memrepro.config import MetricsConfig, OutputConfig, PathsConfig
 from memrepro.errors import ConfigError
-from memrepro.run_record import RunRecord
+from memrepro.runs.record import RunRecord
 from memrepro.paths import CONFIG_DIR
 
 
@@ -53,9 +53,9 @@ def evaluate_run_file(cfg: DictConfig) -> EvalOutcome:
     from memrepro.evaluation.freeze import TIE_RULE
     from memrepro.datasets.io import sha256_file
     from memrepro.provenance import config_hash, git_commit, package_versions
-    from memrepro.results import is_complete, read_record, run_dir, run_problem
-    from memrepro.run_identity import semantic_config
-    from memrepro.runfile import WARNING_FIXES, depth_warning, read_run_file, validate
+    from memrepro.runs.folder import is_complete, read_record, run_dir, run_problem
+    from memrepro.runs.identity import semantic_config
+    from memrepro.runs.runfile import WARNING_FIXES, depth_warning, read_run_file, validate
     from memrepro.runner import (load_benchmark, metric_names_for, returned_stats, run_warnings, score_rankings,
                                  write_run)
 

@@ -3,7 +3,7 @@
 Keeps complete runs as compressed copies under ``results/kept/`` (``$MEMREPRO_KEPT_DIR``) to commit with the
 repository, so that runs too expensive for one sitting (the full-pool cross-encoder: about 1.5 CPU hours per
 LoCoMo split seed) add up across machines and clones. ``run`` restores a kept copy of the run it is asked for and
-reuses kept runs over fewer seeds (``memrepro/kept_runs.py``), and ``tables`` restores every kept run first;
+reuses kept runs over fewer seeds (``memrepro/runs/kept.py``), and ``tables`` restores every kept run first;
 ``--restore`` only writes every kept run absent from ``results/runs`` back.
 """
 
@@ -19,7 +19,7 @@ from memrepro.errors import EXIT_BAD_INPUT, MemreproError, one_line
 
 
 def main(argv: list[str] | None = None) -> int:
-    from memrepro.kept_runs import KeptRuns
+    from memrepro.runs.kept import KeptRuns
 
     parser = ArgumentParser(prog="python -m memrepro keep", description=__doc__,
                             formatter_class=argparse.RawDescriptionHelpFormatter)

@@ -1,5 +1,5 @@
 """``python -m memrepro migrate``: move run folders written before run ids hashed algorithm versions to their
-current ids (see :mod:`memrepro.migrate`)."""
+current ids (see :mod:`memrepro.runs.migrate`)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import os
 import sys
 
 from memrepro.cli.args import ArgumentParser
-from memrepro.migrate import __doc__ as MIGRATE_DOC
-from memrepro.migrate import migrate
+from memrepro.runs.migrate import __doc__ as MIGRATE_DOC
+from memrepro.runs.migrate import migrate
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -16,7 +16,7 @@ from pathlib import Path
 import pandas as pd
 
 from memrepro.cli.args import ArgumentParser
-from memrepro.kept_runs import KeptRuns
+from memrepro.runs.kept import KeptRuns
 from memrepro.tables import rfmem
 from memrepro.tables.convmemory import (ablation_table, calibration_table, cost_notes, main_table,
                                          reproduction_cells, select)

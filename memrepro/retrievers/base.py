@@ -80,7 +80,7 @@ class RetrieverBase(ABC):
     """
 
     name: str
-    # bump when a change alters its rankings: its old runs get new ids (memrepro.run_identity reads it)
+    # bump when a change alters its rankings: its old runs get new ids (memrepro.runs.identity reads it)
     ALGORITHM_VERSION: ClassVar[int | None] = 1
     order: Literal["score", "native"] = "score"
     uses_vectors: bool = True

@@ -22,7 +22,7 @@ from memrepro.search import EpisodeIndex, Hits
 
 
 class BM25Retriever(RetrieverBase):
-    ALGORITHM_VERSION = 1  # bump when a change alters its rankings: its old runs get new ids (run_identity)
+    ALGORITHM_VERSION = 1  # bump when a change alters its rankings: its old runs get new ids (runs/identity.py)
     order: Literal["score", "native"] = "score"
     uses_vectors = False  # the runner encodes nothing for it
     timed_region = "BM25 scoring of the query's episode (episode indexes built before the timed pass)"

@@ -33,7 +33,7 @@ def v1_rerank(model: ConvMemoryV1, inputs: QueryInputs, dense: Hits, window_mode
 
 
 class ConvMemoryV1Retriever(RetrieverBase):
-    ALGORITHM_VERSION = 1  # bump when a change alters its rankings: its old runs get new ids (run_identity)
+    ALGORITHM_VERSION = 1  # bump when a change alters its rankings: its old runs get new ids (runs/identity.py)
     name = "convmemory_v1"
     order: Literal["score", "native"] = "native"
     timed_region = "dense pool + window encoder + CE-lite head + merge (query vector given)"

@@ -16,7 +16,7 @@ from memrepro.validate import validate_arguments
 
 
 class DenseRetriever(RetrieverBase):
-    ALGORITHM_VERSION = 1  # bump when a change alters its rankings: its old runs get new ids (run_identity)
+    ALGORITHM_VERSION = 1  # bump when a change alters its rankings: its old runs get new ids (runs/identity.py)
     order: Literal["score", "native"] = "score"
 
     def __init__(self, mode: Literal["full", "topk"] = "full", k: int | None = None,

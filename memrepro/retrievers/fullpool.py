@@ -17,7 +17,7 @@ from memrepro.types import Split
 
 
 class FullPoolRetriever(CrossEncoderStage):
-    ALGORITHM_VERSION = 1  # bump when a change alters its rankings: its old runs get new ids (run_identity)
+    ALGORITHM_VERSION = 1  # bump when a change alters its rankings: its old runs get new ids (runs/identity.py)
     name = "fullpool"
     order: Literal["score", "native"] = "native"
     timed_region = "first stage + cross-encoder rerank of the pool (query vector given)"

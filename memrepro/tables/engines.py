@@ -19,7 +19,7 @@ from typing import Any, Sequence
 
 import pandas as pd
 
-from memrepro.run_identity import NON_MEASURING_RETRIEVER_KEYS
+from memrepro.runs.identity import NON_MEASURING_RETRIEVER_KEYS
 from memrepro.tables.runs import Run
 
 # the settings a row names: label → dotted path in the retriever config

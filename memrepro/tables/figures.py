@@ -38,7 +38,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 
-from memrepro.run_identity import NON_MEASURING_RETRIEVER_KEYS, SOURCE_SETTINGS
+from memrepro.runs.identity import NON_MEASURING_RETRIEVER_KEYS, SOURCE_SETTINGS
 from memrepro.tables.runs import Run, is_number as _is_number, preferred, same_setting as _same
 
 DEFAULT_IGNORE = NON_MEASURING_RETRIEVER_KEYS

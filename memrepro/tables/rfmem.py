@@ -25,7 +25,7 @@ from memrepro.evaluation.significance import paired_bootstrap
 from memrepro.paths import CONFIG_DIR
 from memrepro.reference import reference_at
 from memrepro.retrievers.rfmem.params import VARIANT_DEFAULTS
-from memrepro.run_identity import NON_MEASURING_RETRIEVER_KEYS
+from memrepro.runs.identity import NON_MEASURING_RETRIEVER_KEYS
 from memrepro.tables.reproduction import Cell
 from memrepro.tables.runs import Run, dotted, preferred, same_setting
 

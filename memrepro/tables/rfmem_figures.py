@@ -20,7 +20,7 @@ import pandas as pd
 from memrepro.files import write_text_atomic
 from memrepro.tables import committed, figures
 from memrepro.tables.rfmem import familiarity_settings, recollection_settings
-from memrepro.run_identity import NON_MEASURING_RETRIEVER_KEYS as IGNORE
+from memrepro.runs.identity import NON_MEASURING_RETRIEVER_KEYS as IGNORE
 from memrepro.tables.runs import Run
 
 

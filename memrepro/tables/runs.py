@@ -15,9 +15,9 @@ from typing import Any, Callable, Iterable
 
 import yaml
 
-from memrepro.results import COMPLETE, read_queries, read_record, run_problem
+from memrepro.runs.folder import COMPLETE, read_queries, read_record, run_problem
 from memrepro.retrievers.rfmem.params import nest_flat_config
-from memrepro.run_record import RunRecord
+from memrepro.runs.record import RunRecord
 
 SETTING_TOLERANCE = 1e-9
 
@@ -158,7 +158,7 @@ def complete_runs(results_dir: str | Path, warn: Callable[[str], None] | None = 
 def _stale(run: Run) -> str:
     """Which algorithm versions a run was computed with that today's code has bumped ('' when none): a fixed
     retriever's old numbers never reach a table (runs recorded before versions were: every one was 1)."""
-    from memrepro.run_identity import algorithm_versions
+    from memrepro.runs.identity import algorithm_versions
 
     recorded = run.record.provenance.algorithm_versions
     current = algorithm_versions(run.config.get("retriever"), recorded=True)

@@ -108,7 +108,7 @@ class RecollectionRetriever(RetrieverBase):
     """Recollection only (RF-Mem's "reco" mode): every query takes the Recollection path."""
 
     name = "recollection"
-    ALGORITHM_VERSION = 1  # bump when a change alters its rankings: its old runs get new ids (run_identity)
+    ALGORITHM_VERSION = 1  # bump when a change alters its rankings: its old runs get new ids (runs/identity.py)
     order: Literal["score", "native"] = "native"
 
     def __init__(self, recollection: RecollectionParams | Mapping[str, Any] | None = None, engine: str = "faithful",
@@ -149,7 +149,7 @@ class RFMemRetriever(RetrieverBase):
     """RF-Mem: the familiarity gate routes each query to dense top-K (Familiarity) or Recollection."""
 
     name = "rfmem"
-    ALGORITHM_VERSION = 1  # bump when a change alters its rankings: its old runs get new ids (run_identity)
+    ALGORITHM_VERSION = 1  # bump when a change alters its rankings: its old runs get new ids (runs/identity.py)
     order: Literal["score", "native"] = "native"
 
     def __init__(self, gate: GateParams | Mapping[str, Any] | None = None,

@@ -3,11 +3,11 @@
 Why: run folders (``results/runs``, git-ignored, 5-50 MB each) stay on the machine that computed them, while a
 five-seed full-pool row costs 6-8 CPU hours, more than one sitting. A run kept with ``python -m memrepro keep
 <run folder>`` travels with the repository; a later ``run`` of the same config (same run id) restores it instead of
-computing it, and a run over more seeds reuses its splits (``memrepro.seed_reuse``) on any clone.
+computing it, and a run over more seeds reuses its splits (``memrepro.runs.seed_reuse``) on any clone.
 
 Layout: ``<kept_dir>/<dataset>/<retriever>/<encoder>/<run id>/`` (the run's path under ``results/runs``) holds
 ``config.yaml``, ``metrics.json`` and the ``COMPLETE`` manifest verbatim and ``queries.jsonl.xz``. ``run.trec`` is
-not kept: it is the top-N of ``queries.jsonl`` written out (``memrepro.results.trec_text``) and is written again.
+not kept: it is the top-N of ``queries.jsonl`` written out (``memrepro.runs.folder.trec_text``) and is written again.
 
 Trust: a restore rebuilds every file, checks each against the kept manifest's size and sha256 before the folder
 is committed, and refuses with the kept file named otherwise (a damaged or edited copy never becomes a different
@@ -15,7 +15,7 @@ number). Keeping verifies the source run the same way first.
 
 Leftovers: a ``keep`` (or a run) killed mid-way leaves a dot-named ``.<run id>.tmp-*`` folder. ``keep``,
 ``keep --restore`` and ``tables`` remove those under ``<kept_dir>`` and ``results/runs`` once no process can be
-writing them (untouched for :data:`memrepro.results.STALE_AFTER_S`), one line each.
+writing them (untouched for :data:`memrepro.runs.folder.STALE_AFTER_S`), one line each.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Callable
 
 from memrepro.errors import DamagedFileError, MemreproError, one_line
-from memrepro.results import (COMPLETE, TMP_TAG, RunWriter, is_complete, parse_queries_file, put_in_place,
+from memrepro.runs.folder import (COMPLETE, TMP_TAG, RunWriter, is_complete, parse_queries_file, put_in_place,
                               remove_leftovers, run_problem, trec_text)
 
 log = logging.getLogger("memrepro")

@@ -26,8 +26,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from memrepro.kept_runs import KeptRuns
-from memrepro.results import is_complete, read_queries, read_record, run_problem
+from memrepro.runs.kept import KeptRuns
+from memrepro.runs.folder import is_complete, read_queries, read_record, run_problem
 from memrepro.types import Benchmark
 
 log = logging.getLogger("memrepro")
@@ -60,7 +60,7 @@ def candidate_subsets(seeds: Sequence[int]) -> list[tuple[int, ...]]:
 def find_reusable(folder: Path, seeds: Sequence[int], run_id_for: Callable[[list[int]], str],
                   benchmark: Benchmark, kept: KeptRuns | None = None) -> ReusedSplits:
     """The splits of ``benchmark`` that complete sibling runs (same parent folder, ids from ``run_id_for``) hold;
-    disjoint runs, largest first; a sibling absent here but kept (``memrepro.kept_runs``) is restored first.
+    disjoint runs, largest first; a sibling absent here but kept (``memrepro.runs.kept``) is restored first.
     Nothing when there are fewer than two seeds."""
     reused = ReusedSplits()
     if len(seeds) < 2:

@@ -114,7 +114,7 @@ class RunRecord:
     cache_hits: dict[str, int] = field(default_factory=dict)
     cache_quarantined: list[dict[str, Any]] = field(default_factory=list)  # damaged embedding shards re-encoded
     validation: Optional[dict[str, Any]] = None  # eval only: the run file's warnings
-    migrated_from: Optional[str] = None  # the id a schema-1 run had before ``memrepro migrate`` (memrepro.migrate)
+    migrated_from: Optional[str] = None  # the id a schema-1 run had before ``memrepro migrate`` (memrepro.runs.migrate)
     schema_version: int = SCHEMA_VERSION
 
     def to_json(self) -> dict[str, Any]:

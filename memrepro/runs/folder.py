@@ -34,7 +34,7 @@ from typing import Any, Iterable, Mapping
 
 from memrepro.datasets.io import sha256_file
 from memrepro.errors import DamagedFileError
-from memrepro.run_record import RunRecord
+from memrepro.runs.record import RunRecord
 
 COMPLETE = "COMPLETE"
 MANIFEST_FORMAT = 1
@@ -64,7 +64,7 @@ def verify_run(folder: Path) -> None:
 
     With a manifest: every file's size and sha256. Without (folders written before manifests): every
     ``queries.jsonl`` line parses, with as many rows as ``counts.n_total`` says, and ``config.yaml`` parses. Both:
-    ``metrics.json`` is a valid run record (:class:`memrepro.run_record.RunRecord`, older schemas migrated).
+    ``metrics.json`` is a valid run record (:class:`memrepro.runs.record.RunRecord`, older schemas migrated).
     """
     marker = folder / COMPLETE
     if not marker.is_file():

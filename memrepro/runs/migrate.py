@@ -1,9 +1,9 @@
-"""Move run folders written before run ids hashed algorithm versions (run record
-schema 1) to the ids the runner computes now, so that ``run`` / ``experiments`` find them instead of recomputing.
+"""Move run folders written before run ids hashed algorithm versions (run record schema 1) to the ids the runner
+computes now, so that ``run`` / ``experiments`` find them instead of recomputing (``python -m memrepro migrate``).
 
 A folder moves only when its stored ``config.yaml`` reproduces the id it was written under by the old rule: the
 stored config then is exactly what was hashed, and the new id is computed from it by
-:func:`memrepro.run_identity.run_id_payload`, as the runner does. Such a run was computed by version 1 of every
+:func:`memrepro.runs.identity.run_id_payload`, as the runner does. Such a run was computed by version 1 of every
 retriever: one whose ``ALGORITHM_VERSION`` has been bumped since is left in place, to be recomputed. An RF-Mem run
 recorded in the flat parameter form is hashed in today's nested form (``nest_flat_config``); where that is not
 exactly what the runner composes, the run is simply recomputed. Rankings, metrics and rows are copied unchanged;
@@ -24,10 +24,10 @@ from typing import Any, Callable, Mapping
 from omegaconf import DictConfig, OmegaConf
 
 from memrepro.provenance import config_hash
-from memrepro.results import COMPLETE, RunWriter, is_hidden, run_problem
+from memrepro.runs.folder import COMPLETE, RunWriter, is_hidden, run_problem
 from memrepro.retrievers.rfmem.params import nest_flat_config
-from memrepro.run_identity import run_id_payload, semantic_config
-from memrepro.run_record import SCHEMA_VERSION, RunRecord
+from memrepro.runs.identity import run_id_payload, semantic_config
+from memrepro.runs.record import SCHEMA_VERSION, RunRecord
 
 ENCODER_RECORD_ONLY = ("label", "resolved")  # what metrics.json's encoder adds to the encoder's identity
 
