@@ -342,7 +342,7 @@ GROUP_SCHEMAS: Mapping[str, Mapping[str, type]] = {
     "paths": {"paths_schema": PathsConfig},
 }
 # a node's schema by the code it names (its ``_target_``): a cascade's first stage, the models a retriever loads
-_BY_TARGET: Mapping[str, type] = {
+SCHEMA_BY_TARGET: Mapping[str, type] = {
     schema.__dataclass_fields__["_target_"].default: schema
     for schema in (*(s for schemas in GROUP_SCHEMAS.values() for s in schemas.values()), V1ModelsConfig)
     if "_target_" in schema.__dataclass_fields__}
@@ -351,7 +351,7 @@ _BY_TARGET: Mapping[str, type] = {
 def schema_for_target(target: str) -> type | None:
     """The schema of a config node that names ``target`` as its ``_target_`` (None: code memrepro has no schema
     for, such as your own retriever)."""
-    return _BY_TARGET.get(target)
+    return SCHEMA_BY_TARGET.get(target)
 
 
 def register_configs() -> None:

@@ -60,7 +60,7 @@ def tiny_tar(tmp_path: Path, fixtures_dir: Path) -> Path:
 
 @pytest.fixture(scope="module")
 def tiny(fixtures_dir: Path):
-    return load_longmemeval(fixtures_dir, source=TINY_LIST)
+    return load_longmemeval(fixtures_dir, variant="oracle", source=TINY_LIST)
 
 
 def query(benchmark, question_id: str):
@@ -123,7 +123,7 @@ def test_tiny_exclusions(tiny, fixtures_dir: Path) -> None:
     assert abstention.excluded == "abstention" and abstention.gold == ("answer_c6fd8ebd_abs",)
     no_user = query(tiny, "1c0ddc50")
     assert no_user.excluded == "no_user_evidence" and no_user.gold == ("answer_9b2f1c3a",)
-    official = load_longmemeval(fixtures_dir, source=TINY_LIST, gold="official")
+    official = load_longmemeval(fixtures_dir, variant="oracle", source=TINY_LIST, gold="official")
     assert query(official, "1c0ddc50").gold == ()  # relabelled noans, but the first reason wins
     assert query(official, "1c0ddc50").excluded == "no_user_evidence"
     assert query(official, "e47becba").gold == ("answer_280352e9",)
@@ -131,9 +131,9 @@ def test_tiny_exclusions(tiny, fixtures_dir: Path) -> None:
 
 
 def test_list_folder_and_tar_give_the_same_benchmark(tiny, fixtures_dir: Path, tmp_path: Path) -> None:
-    folder = load_longmemeval(fixtures_dir, source=TINY_FOLDER)
+    folder = load_longmemeval(fixtures_dir, variant="oracle", source=TINY_FOLDER)
     archive = tiny_tar(tmp_path, fixtures_dir)
-    from_tar = load_longmemeval(fixtures_dir, source=str(archive))
+    from_tar = load_longmemeval(fixtures_dir, variant="oracle", source=str(archive))
     for other in (folder, from_tar):
         assert other.queries == tiny.queries
         assert {k: e.memories for k, e in other.episodes.items()} == {k: e.memories for k, e in tiny.episodes.items()}
@@ -152,7 +152,7 @@ def test_list_folder_and_tar_give_the_same_benchmark(tiny, fixtures_dir: Path, t
 
 
 def test_session_user_text(fixtures_dir: Path) -> None:
-    bench = load_longmemeval(fixtures_dir, source=TINY_LIST, granularity="session_user")
+    bench = load_longmemeval(fixtures_dir, variant="oracle", source=TINY_LIST, granularity="session_user")
     episode = bench.episodes["e47becba"]
     assert episode.ids == ("sharegpt_yywfIrx_0", "answer_280352e9", "ultrachat_218093", "sharegpt_yywfIrx_0#1")
     assert episode.memories[1].text == "I'm updating my resume. I graduated with a degree in Business Administration."
@@ -160,7 +160,7 @@ def test_session_user_text(fixtures_dir: Path) -> None:
 
 
 def test_turn_granularity(fixtures_dir: Path) -> None:
-    bench = load_longmemeval(fixtures_dir, source=TINY_LIST, granularity="turn")
+    bench = load_longmemeval(fixtures_dir, variant="oracle", source=TINY_LIST, granularity="turn")
     episode = bench.episodes["e47becba"]
     assert episode.ids == ("sharegpt_yywfIrx_0_1", "answer_280352e9_1", "answer_280352e9_3", "ultrachat_218093_1",
                            "sharegpt_yywfIrx_0#1_1")
@@ -177,13 +177,13 @@ def test_turn_granularity(fixtures_dir: Path) -> None:
 def test_non_ascii_is_escaped_like_rfmem(fixtures_dir: Path, tmp_path: Path) -> None:
     records = tiny_records(fixtures_dir)
     records[0]["haystack_sessions"][0][0]["content"] = "Un café à Zürich"
-    bench = load_longmemeval(tmp_path, source=str(write_list(tmp_path, records)))
+    bench = load_longmemeval(tmp_path, variant="oracle", source=str(write_list(tmp_path, records)))
     text = bench.episodes["e47becba"].memories[0].text
     assert text == '{"date":"2023/05/20 (Sat) 02:21","conversation":["Un caf\\u00e9 \\u00e0 Z\\u00fcrich","Sure..."]}'
 
 
 def test_limit_keeps_first_sorted_ids(fixtures_dir: Path) -> None:
-    bench = load_longmemeval(fixtures_dir, source=TINY_LIST, limit=2)
+    bench = load_longmemeval(fixtures_dir, variant="oracle", source=TINY_LIST, limit=2)
     assert tuple(bench.episodes) == TINY_IDS[:2]
     assert bench.loader_counts["questions_in_source"] == 4 and bench.loader_counts["questions_loaded"] == 2
     assert bench.options["limit"] == 2
@@ -196,7 +196,7 @@ def test_unknown_question_type(fixtures_dir: Path, tmp_path: Path) -> None:
     records[2]["question_type"] = "single-session-gossip"
     path = write_list(tmp_path, records)
     with pytest.raises(DataError) as info:
-        load_longmemeval(tmp_path, source=path.name)
+        load_longmemeval(tmp_path, variant="oracle", source=path.name)
     assert (info.value.file, info.value.record, info.value.field) == (str(path), "1c0ddc50", "question_type")
     assert "single-session-gossip" in str(info.value)
 
@@ -207,7 +207,7 @@ def test_missing_field_names_the_record(fixtures_dir: Path, tmp_path: Path, key:
     del records[2][key]
     path = write_list(tmp_path, records)
     with pytest.raises(DataError) as info:
-        load_longmemeval(tmp_path, source=path.name)
+        load_longmemeval(tmp_path, variant="oracle", source=path.name)
     assert (info.value.file, info.value.record, info.value.field) == (str(path), "1c0ddc50", key)
     assert "missing field" in str(info.value)
 
@@ -216,7 +216,7 @@ def test_missing_question_id_names_the_position(fixtures_dir: Path, tmp_path: Pa
     records = tiny_records(fixtures_dir)
     del records[1]["question_id"]
     with pytest.raises(DataError) as info:
-        load_longmemeval(tmp_path, source=str(write_list(tmp_path, records)))
+        load_longmemeval(tmp_path, variant="oracle", source=str(write_list(tmp_path, records)))
     assert (info.value.record, info.value.field) == ("question #1", "question_id")
 
 
@@ -233,7 +233,7 @@ def test_mistyped_fields(fixtures_dir: Path, tmp_path: Path, mutate, where: str)
     records = tiny_records(fixtures_dir)
     mutate(records[0])
     with pytest.raises(DataError) as info:
-        load_longmemeval(tmp_path, source=str(write_list(tmp_path, records)))
+        load_longmemeval(tmp_path, variant="oracle", source=str(write_list(tmp_path, records)))
     assert (info.value.record, info.value.field) == ("e47becba", where)
 
 
@@ -241,7 +241,7 @@ def test_unequal_haystack_lists(fixtures_dir: Path, tmp_path: Path) -> None:
     records = tiny_records(fixtures_dir)
     records[0]["haystack_dates"].pop()
     with pytest.raises(DataError) as info:
-        load_longmemeval(tmp_path, source=str(write_list(tmp_path, records)))
+        load_longmemeval(tmp_path, variant="oracle", source=str(write_list(tmp_path, records)))
     assert (info.value.record, info.value.field) == ("e47becba", "haystack_sessions")
     assert "haystack_dates 3" in str(info.value) and "haystack_sessions 4" in str(info.value)
 
@@ -250,14 +250,14 @@ def test_duplicate_question_id(fixtures_dir: Path, tmp_path: Path) -> None:
     records = tiny_records(fixtures_dir)
     records.append(records[0])
     with pytest.raises(DataError, match="duplicate question id"):
-        load_longmemeval(tmp_path, source=str(write_list(tmp_path, records)))
+        load_longmemeval(tmp_path, variant="oracle", source=str(write_list(tmp_path, records)))
 
 
 def test_malformed_json(tmp_path: Path) -> None:
     path = tmp_path / "bad.json"
     path.write_text('[{"question_id": "x",\n  "question_type": }]', encoding="utf-8")
     with pytest.raises(DataError) as info:
-        load_longmemeval(tmp_path, source="bad.json")
+        load_longmemeval(tmp_path, variant="oracle", source="bad.json")
     assert info.value.file == str(path) and info.value.record.startswith("line 2 column")
     assert "malformed JSON" in str(info.value)
 
@@ -265,14 +265,14 @@ def test_malformed_json(tmp_path: Path) -> None:
 def test_malformed_json_in_tar_names_the_member(tmp_path: Path) -> None:
     archive = write_tar(tmp_path, {"lme/1_a.json": b'{"question_id": "a",}'})
     with pytest.raises(DataError) as info:
-        load_longmemeval(tmp_path, source=archive.name)
+        load_longmemeval(tmp_path, variant="oracle", source=archive.name)
     assert info.value.file == f"{archive}:lme/1_a.json" and info.value.record.startswith("line 1 column")
 
 
 def test_not_a_list(tmp_path: Path) -> None:
     (tmp_path / "obj.json").write_text('{"question_id": "a"}', encoding="utf-8")
     with pytest.raises(DataError, match="expected a list of questions"):
-        load_longmemeval(tmp_path, source="obj.json")
+        load_longmemeval(tmp_path, variant="oracle", source="obj.json")
 
 
 def test_missing_default_file(tmp_path: Path) -> None:
@@ -286,7 +286,7 @@ def test_missing_default_file(tmp_path: Path) -> None:
 
 def test_missing_explicit_source(tmp_path: Path) -> None:
     with pytest.raises(MissingDataError) as info:
-        load_longmemeval(tmp_path, source="longmemeval/nope.json")
+        load_longmemeval(tmp_path, variant="oracle", source="longmemeval/nope.json")
     assert info.value.path == str(tmp_path / "longmemeval/nope.json")
 
 
@@ -295,7 +295,7 @@ def test_default_source_fallback_to_folder(fixtures_dir: Path, tmp_path: Path) -
     folder.mkdir(parents=True)
     for path in (fixtures_dir / TINY_FOLDER).iterdir():
         (folder / path.name).write_bytes(path.read_bytes())
-    bench = load_longmemeval(tmp_path)
+    bench = load_longmemeval(tmp_path, variant="oracle")
     assert bench.options["source"] == "longmemeval/oracle_lme_jsons"
     assert tuple(bench.episodes) == TINY_IDS
 
@@ -303,7 +303,7 @@ def test_default_source_fallback_to_folder(fixtures_dir: Path, tmp_path: Path) -
 @pytest.mark.parametrize("kwargs", [{"variant": "l"}, {"granularity": "sentence"}, {"gold": "any"}, {"limit": 0}])
 def test_bad_options(fixtures_dir: Path, kwargs: dict[str, Any]) -> None:
     with pytest.raises(ValueError):
-        load_longmemeval(fixtures_dir, source=TINY_LIST, **kwargs)
+        load_longmemeval(fixtures_dir, **{"variant": "oracle", "source": TINY_LIST, **kwargs})
 
 
 # --------------------------------------------------------------------------------------------------- metrics
@@ -346,7 +346,7 @@ def test_sessions_from_turn_ranking_golden() -> None:
 
 
 def test_official_session_of_relabels_non_evidence_turns(fixtures_dir: Path) -> None:
-    bench = load_longmemeval(fixtures_dir, source=TINY_LIST, granularity="turn")
+    bench = load_longmemeval(fixtures_dir, variant="oracle", source=TINY_LIST, granularity="turn")
     mapping = official_session_of(bench.episodes["e47becba"].memories, query(bench, "e47becba").gold)
     assert mapping == {"sharegpt_yywfIrx_0_1": "sharegpt_yywfIrx_0", "answer_280352e9_1": "noans_280352e9",
                        "answer_280352e9_3": "answer_280352e9", "ultrachat_218093_1": "ultrachat_218093",

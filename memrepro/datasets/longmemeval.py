@@ -81,7 +81,7 @@ class _Record:
 
 def load_longmemeval(
     data_dir: str | Path | None = None,
-    variant: str = "oracle",
+    variant: str = "s",
     source: str | Path | None = None,
     granularity: str = "session",
     gold: str = "rfmem",

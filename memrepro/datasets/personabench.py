@@ -92,7 +92,7 @@ def segment_text(segment: dict[str, Any]) -> str:
     return json.dumps(strip_keys(segment), separators=(",", ":"))
 
 
-def load_personabench(data_dir: str | Path | None = None, noise: float | str = 0.0,
+def load_personabench(data_dir: str | Path | None = None, noise: float | str = NOISE_LEVELS[0],
                       communities: Sequence[str] = COMMUNITIES, people_per_community: int = 3) -> Benchmark:
     """Load the evaluable people of ``communities`` at one noise level (corpus and gold of that level)."""
     level = noise_label(noise)
