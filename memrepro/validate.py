@@ -1,8 +1,9 @@
 """Config values checked where they enter: every key with a range, before anything loads or runs.
 
-A parameter is declared once, in its schema dataclass (``memrepro/config.py``, ``retrievers/rfmem/params.py``):
-``alpha: float = param(0.8, number_in(0, 1))`` gives its default, the values it allows and, with
-``changes_results=False`` / ``in_run_id=False``, whether it changes rankings and whether it is part of the run id.
+A parameter is declared once, in its schema dataclass (``memrepro/config.py``, ``retrievers/rfmem/params.py``,
+``training/recipes.py``): ``alpha: float = param(0.8, number_in(0, 1))`` gives its default, the values it allows
+and, with ``changes_results=False`` / ``in_run_id=False``, whether it changes rankings and whether it is part of the
+run id.
 Everything here is derived from those declarations: the check of a composed config (:func:`validate_run_config`,
 which :func:`memrepro.runner.run` calls, so the CLI, ``memrepro.evaluate``, sweeps and experiments all get it), the
 check of a retriever built in Python (its constructor calls :func:`validate_arguments`: the same walk, the same
@@ -64,6 +65,11 @@ def integer_in(low: int, high: int, why: str = "") -> Rule:
 
 def number_in(low: float, high: float) -> Rule:
     return Rule(lambda v: _number(v) and low <= v <= high, f"a number in [{low:g}, {high:g}]")
+
+
+def number_in_open_closed(low: float, high: float, allowed: str) -> Rule:
+    """A number in (low, high]: above ``low``, at most ``high``."""
+    return Rule(lambda v: _number(v) and low < v <= high, allowed)
 
 
 def number_above(low: float, inclusive: bool = False) -> Rule:
@@ -147,47 +153,6 @@ def _type_rule(hint: Any) -> Rule | None:
     return or_null(rule) if rule is not None and nullable else rule
 
 
-# Training recipes (``memrepro/training/recipes.py``) keep their ranges in this table, by field name, for the
-# nodes named ``recipe``; :func:`check_recipe` checks a recipe built in Python with it.
-# An AdamW step size: the recipes here train at 2e-5 to 1e-3, and far above that the weights go to NaN.
-LEARNING_RATE = Rule(lambda v: _number(v) and 0.0 < v <= 1.0, "a learning rate in (0, 1]")
-RECIPE_RULES: Mapping[str, Rule] = {
-    "lr": LEARNING_RATE,
-    "head_lr": or_null(LEARNING_RATE),
-    "weight_decay": number_above(0.0, inclusive=True),
-    "epochs": integer_at_least(1),
-    "batch_records": integer_at_least(1),
-    "max_length": integer_at_least(8),
-    "protected": integer_at_least(1),
-    "limit_queries": or_null(integer_at_least(1)),
-    "init_seed": or_null(integer_at_least(0)),
-    "pairwise_weight": number_above(0.0, inclusive=True),
-    "gold_weight": number_above(0.0, inclusive=True),
-    "first_rank_weight": number_above(0.0, inclusive=True),
-    "pairwise_top_k": integer_at_least(1),
-    "pairwise_bottom_k": integer_at_least(1),
-    "teacher_temperature": number_above(0.0),
-    "teacher": one_of("dense", "cross_encoder"),
-    "first_rank_target": one_of("best_gold", "teacher"),
-    "hard_negatives": integer_at_least(0),
-    "negative_pool": integer_at_least(1),
-    "pair_format": one_of("v2", "plain"),
-}
-
-
-def rules_of(schema: type, key: str) -> Mapping[str, Rule]:
-    """The declared rules of the node at ``key`` typed by ``schema`` (a ``recipe`` node: :data:`RECIPE_RULES`)."""
-    return RECIPE_RULES if key.rpartition(".")[2] == "recipe" else declared_rules(schema)
-
-
-def check_recipe(recipe: Any, prefix: str = "recipe") -> None:
-    """The ranges of a training recipe's fields, for a recipe built in Python (``__post_init__``): the same
-    rules the config is checked with, so the API and the CLI refuse the same values."""
-    for name, rule in RECIPE_RULES.items():
-        if hasattr(recipe, name):
-            _check(f"{prefix}.{name}", getattr(recipe, name), rule)
-
-
 # --------------------------------------------------------------------------------------------- the one walk
 
 
@@ -240,7 +205,7 @@ def check_node(values: Mapping[str, Any], schema: type, prefix: str, closed: boo
     check across its fields (``check_together(values with defaults, prefix)``). Raises :class:`ConfigError`
     (an unknown key: :class:`memrepro.errors.UnknownNameError`) at the first key or value that is not allowed."""
     fields = {spec.name: spec for spec in dataclasses.fields(schema)}
-    rules = rules_of(schema, prefix)
+    rules = declared_rules(schema)
     for name, value in values.items():
         key = _join(prefix, str(name))
         if name not in fields:

@@ -174,7 +174,7 @@ def _allowed(cls: type, key: str) -> str:
     """The rule the field at ``key`` of ``cls`` declares (what memrepro/validate.py checks), in its own words; a
     dash when it declares none."""
     node, _, name = key.rpartition(".")
-    rule = validate.rules_of(cls, node).get(name)
+    rule = validate.declared_rules(cls).get(name)
     return _cell(rule.allowed) if rule else "—"
 
 

@@ -26,10 +26,12 @@ from memrepro.retrievers.rfmem.params import RecollectionParams, validate_recoll
 from memrepro.retrievers.rfmem.retriever import RecollectionRetriever, RFMemRetriever
 from memrepro.runs.identity import (NON_MEASURING_RETRIEVER_KEYS, RETRIEVER_SETTINGS, RUN_SETTINGS, SOURCE_SETTINGS,
                                    algorithm_versions, run_id_payload, semantic_config)
+from memrepro.training.recipes import CrossEncoderRecipe, V1Recipe
 from memrepro.validate import changes_results, declared_rules, in_run_id, validate_retriever, validate_run_config
 from tests.test_cli import memrepro
 
 CONF = Path(__file__).resolve().parents[1] / "conf"
+RECIPES = (V1Recipe, CrossEncoderRecipe)
 BUILT_BY_CONSTRUCTOR = (DenseRetriever, RecollectionRetriever, RFMemRetriever)  # they validate their arguments
 # candidates for an out-of-range value, by the field's type: the first its rule refuses is used
 CANDIDATES = {int: (-1, 0, 10**9), float: (-1.5, 1.5, 10**9), str: ("not-a-choice",), list: ([],)}
@@ -121,6 +123,12 @@ def test_every_declared_range_is_refused_alike_by_the_config_check_and_from_pyth
                 code(**node)
             else:
                 validate_retriever({"_target_": schema._target_, **node})
+    elif owner in RECIPES:  # a training recipe built in Python checks its own fields, named by the recipe
+        with pytest.raises(ConfigError) as by_python:
+            owner(**{name: bad})
+        assert (by_python.value.key, by_python.value.value) == (f"{owner.__name__}.{name}", bad)
+        assert by_python.value.allowed == by_config.value.allowed
+        return
     else:  # memrepro.evaluate checks its config before anything loads
         groups = {"encoder": "fake", **({group: option} if group else {})}
         with pytest.raises(ConfigError) as by_python:
