@@ -328,6 +328,27 @@ class TrainConfig:
     seeds: List[int] = field(default_factory=list)  # empty: every split seed
 
 
+RUN_FILE_FORMATS = ("auto", "trec", "jsonl")  # auto: told apart by the file's first line
+RUN_FILE_ORDERS = ("score", "rank")  # how a run file's lists are ordered: by the scores it gives, or its ranks
+
+
+@dataclass
+class EvalConfig:
+    """``python -m memrepro eval``: score an external run file under a benchmark's protocol."""
+
+    dataset: Any = MISSING
+    metrics: MetricsConfig = field(default_factory=MetricsConfig)
+    paths: PathsConfig = field(default_factory=PathsConfig)
+    output: OutputConfig = field(default_factory=OutputConfig)
+    run_file: str = MISSING
+    format: str = param("auto", one_of(*RUN_FILE_FORMATS))
+    order: str = param("score", one_of(*RUN_FILE_ORDERS))
+    strict: bool = False
+    name: Optional[str] = None
+    encoder_label: str = "external"
+    overwrite: bool = False
+
+
 # The schema of each config group's options, by ConfigStore name (``<group>/<name>``): what a preset names first.
 GROUP_SCHEMAS: Mapping[str, Mapping[str, type]] = {
     "dataset": {"locomo_schema": LocomoDatasetConfig, "longmemeval_schema": LongMemEvalDatasetConfig,
@@ -358,6 +379,7 @@ def register_configs() -> None:
     store = ConfigStore.instance()
     store.store(name="run_schema", node=RunConfig)
     store.store(name="train_schema", node=TrainConfig)
+    store.store(name="eval_schema", node=EvalConfig)
     for group, schemas in GROUP_SCHEMAS.items():
         for name, schema in schemas.items():
             store.store(group=group, name=name, node=schema)

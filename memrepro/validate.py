@@ -353,14 +353,11 @@ def validate_train_config(cfg: DictConfig) -> None:
 
 def validate_eval_config(cfg: DictConfig) -> None:
     """An ``eval`` config: its keys, metrics, declared ranges and the run file's format and order."""
-    from memrepro.cli.eval import EvalConfig
-    from memrepro.runs.runfile import FORMATS, ORDERS
+    from memrepro.config import EvalConfig
 
     check_closed_schema(cfg)
     validate_metrics(cfg)
     _check_config(cfg, EvalConfig)
-    for key, rule in (("format", one_of(*FORMATS)), ("order", one_of(*ORDERS))):
-        _check(key, cfg[key], rule)
 
 
 def declared_names(schemas: Iterable[type], keep: Callable[[dataclasses.Field], bool]) -> tuple[str, ...]:

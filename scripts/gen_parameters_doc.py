@@ -33,8 +33,7 @@ from hydra.core.config_store import ConfigStore  # noqa: E402
 from hydra.core.global_hydra import GlobalHydra  # noqa: E402
 from omegaconf import MISSING, OmegaConf  # noqa: E402
 
-import memrepro.cli.eval  # noqa: E402,F401  (registers eval_schema)
-import memrepro.config  # noqa: E402,F401  (registers every other schema)
+import memrepro.config  # noqa: E402,F401  (registers every schema)
 from memrepro import validate  # noqa: E402
 
 PAGE = REPO / "docs" / "parameters.md"

@@ -7,37 +7,16 @@ from __future__ import annotations
 
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Optional
 
 import hydra
-from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, DictConfig, OmegaConf
 
-from memrepro.config import MetricsConfig, OutputConfig, PathsConfig
+import memrepro.config  # noqa: F401  (registers the schemas eval.yaml names, eval_schema among them)
 from memrepro.errors import ConfigError
-from memrepro.runs.record import RunRecord
 from memrepro.paths import CONFIG_DIR
-
-
-
-@dataclass
-class EvalConfig:
-    dataset: Any = MISSING
-    metrics: MetricsConfig = field(default_factory=MetricsConfig)
-    paths: PathsConfig = field(default_factory=PathsConfig)
-    output: OutputConfig = field(default_factory=OutputConfig)
-    run_file: str = MISSING
-    format: str = "auto"
-    order: str = "score"
-    strict: bool = False
-    name: Optional[str] = None
-    encoder_label: str = "external"
-    overwrite: bool = False
-
-
-ConfigStore.instance().store(name="eval_schema", node=EvalConfig)
+from memrepro.runs.record import RunRecord
 
 
 @dataclass

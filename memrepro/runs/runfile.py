@@ -38,13 +38,13 @@ from typing import Any, Iterator, Sequence
 
 import numpy as np
 
+from memrepro.config import RUN_FILE_FORMATS, RUN_FILE_ORDERS
 from memrepro.errors import EXIT_BAD_INPUT, MemreproError
 from memrepro.evaluation.freeze import FrozenRanking, freeze
 from memrepro.search import Hits
 from memrepro.types import Benchmark
 
-ORDERS = ("score", "rank")
-FORMATS = ("auto", "trec", "jsonl")
+ORDERS, FORMATS = RUN_FILE_ORDERS, RUN_FILE_FORMATS
 
 
 class RunFileError(MemreproError, ValueError):
