@@ -1,4 +1,8 @@
-"""One run: load → encode (cached) → index → retrieve (batched) → freeze → metrics → results folder.
+"""One run, orchestrated: load → encode (cached) → index → retrieve (batched) → freeze → metrics → results
+folder.
+The stages themselves are :mod:`memrepro.stages`; where a run is stored, :mod:`memrepro.runs`. Here: whether a run
+is computed, restored from its kept copy or skipped, the training plan first, the batched and resumable retrieval
+pass, latency, and the run record.
 
 Two latency numbers, never mixed: the batched pass's amortized ms/query, and batch-1 latency (one query per
 call, after a warm-up) on a fixed sample of queries. Timed region for both: retrieval given the query vector
@@ -7,10 +11,6 @@ call, after a warm-up) on a fixed sample of queries. Timed region for both: retr
 
 from __future__ import annotations
 
-import contextlib
-import gc
-import json
-import os
 import logging
 import statistics
 import time
@@ -19,32 +19,30 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 import numpy as np
-from hydra.errors import InstantiationException
-from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
 from memrepro.artifacts.forecast import duration, where
 from memrepro.artifacts.per_seed import TrainingContext
-from memrepro.datasets.verify import enforce
-from memrepro.errors import EXIT_BAD_INPUT, MemreproError, one_line
-from memrepro.evaluation.aggregate import aggregate
-from memrepro.evaluation.freeze import TIE_RULE, FrozenRanking, freeze
-from memrepro.evaluation.metrics import compute_metrics
-from memrepro.runs.kept import KeptRuns
+from memrepro.errors import MemreproError, one_line
+from memrepro.evaluation.freeze import TIE_RULE, freeze
 from memrepro.models.encoder import CachedEncoder, resolve_device
 from memrepro.provenance import config_hash, git_commit, hardware, package_versions, take_warnings
-from memrepro.runs.resume import RetrievalCheckpoint
-from memrepro.runs.folder import (COMPLETE, RunWriter, is_complete, read_record, recover, run_dir, run_problem,
-                              stale_siblings, trec_text)
-from memrepro.retrievers.base import RetrievalInput, Retriever, RetrieverBase
+from memrepro.retrievers.base import Retriever, RetrieverBase
 from memrepro.retrievers.external import as_retriever
+from memrepro.runs.folder import (COMPLETE, is_complete, read_record, recover, run_dir, run_problem, stale_siblings,
+                                  write_run)
 from memrepro.runs.identity import run_id_payload
+from memrepro.runs.kept import KeptRuns
 from memrepro.runs.record import RunRecord
+from memrepro.runs.resume import RetrievalCheckpoint
 from memrepro.runs.seed_reuse import ReusedSplits, find_reusable
-from memrepro.search import EpisodeIndex, SearchOptions, approximate_recall, build_index, search
+from memrepro.search import EpisodeIndex, SearchOptions, approximate_recall, search
+from memrepro.stages import (build, build_once, encode_and_index, load_benchmark, metric_names_for, retrieval_inputs,
+                             returned_stats, routing_summary, run_warnings, score_rankings, search_options,
+                             vectorless_index)
 from memrepro.training.plan import (TrainingPlan, needed_splits, per_seed_artifacts, planning_context,
                                     training_plan)
-from memrepro.types import Benchmark, Query
+from memrepro.types import Benchmark
 
 log = logging.getLogger("memrepro")
 
@@ -61,43 +59,6 @@ class RunOutcome:
     def metrics(self) -> dict[str, Any]:
         """The ``metrics.json`` document (``metrics["summary"]["pooled"]["mrr"]`` …)."""
         return self.record.to_json()
-
-
-def build(node: DictConfig) -> Any:
-    """``instantiate`` that lets memrepro's own errors through: Hydra wraps every exception raised by a target
-    in InstantiationException, which would bury 'file X, record Y, field Z' under a Hydra traceback."""
-    try:
-        return instantiate(node)
-    except InstantiationException as exc:
-        cause = exc.__cause__
-        if isinstance(cause, MemreproError):
-            raise cause from None
-        if isinstance(cause, ValueError):  # a constructor refusing a value: bad input, named by its config group
-            raise BadValueError(f"config {_node_key(node)}: {cause}; fix the override or the config file") from None
-        raise
-
-
-class BadValueError(MemreproError, ValueError):
-    exit_code = EXIT_BAD_INPUT
-
-
-def _node_key(node: DictConfig) -> str:
-    try:
-        return str(node._get_full_key(None)) or "<config>"
-    except Exception:  # noqa: BLE001 - only used to name the group in a message
-        return "<config>"
-
-
-_REUSABLE: dict[str, Any] = {}
-
-
-def _reused(node: DictConfig) -> Any:
-    """Build a dataset or encoder once per process and config: the points of a Hydra sweep (the basic launcher
-    runs them in one process) then cost retrieval only, with no reload of the data or the model."""
-    key = json.dumps(OmegaConf.to_container(node, resolve=True), sort_keys=True, default=str)
-    if key not in _REUSABLE:
-        _REUSABLE[key] = build(node)
-    return _REUSABLE[key]
 
 
 @dataclass
@@ -128,7 +89,7 @@ def _prepare(cfg: DictConfig, retriever: Retriever | None, timings: dict[str, fl
     start = time.perf_counter()
     benchmark, verification = load_benchmark(cfg.dataset)
     timings["load_s"] = time.perf_counter() - start
-    encoder = _reused(cfg.encoder)
+    encoder = build_once(cfg.encoder)
     retriever = as_retriever(retriever if retriever is not None else build(cfg.retriever))
     resolved = OmegaConf.to_container(cfg, resolve=True)
     identity = run_id_payload(resolved, benchmark.data_sha256, encoder.identity)
@@ -238,31 +199,6 @@ def _reusable_splits(resolved: Mapping[str, Any], benchmark: Benchmark, encoder:
     return find_reusable(folder, seeds, run_id_for, benchmark, kept)
 
 
-def load_benchmark(node: DictConfig) -> tuple[Benchmark, dict[str, Any]]:
-    """The dataset a config names (built once per process; a missing official file is fetched when online) and
-    its files' checksum verification.
-
-    ``allow_unverified`` is the runner's switch, not the loader's: it is taken off before the loader is built."""
-    from memrepro.datasets.autofetch import with_fetch
-    from memrepro.datasets.io import data_root
-
-    plain = OmegaConf.to_container(node, resolve=True)
-    # dataset.allow_unverified=true, or MEMREPRO_ALLOW_UNVERIFIED=1 for every command of a session (own revisions)
-    allow = bool(plain.pop("allow_unverified", False)) or os.environ.get("MEMREPRO_ALLOW_UNVERIFIED") == "1"
-    benchmark: Benchmark = with_fetch(lambda: _reused(OmegaConf.create(plain)), data_root(plain.get("data_dir")))
-    root = str(plain.get("data_dir") or "")
-    verification = enforce(benchmark.files, root or "<data dir>", allow)
-    for warning in benchmark.warnings:
-        log.warning("%s", warning)
-    if verification["data_verified"] is False:
-        for check in verification["data_files"]:
-            if check["state"] == "mismatch":
-                log.warning("UNVERIFIED DATA: %s has sha256 %s, not the pinned %s (dataset.allow_unverified=true): "
-                            "results from this run are labelled unverified", check["path"], check["actual"],
-                            check["expected"])
-    return benchmark, verification
-
-
 def _compute(cfg: DictConfig, resolved: Mapping[str, Any], benchmark: Benchmark, encoder: Any,
              retriever: RetrieverBase, folder: Path, run_id: str, checkpoint: RetrievalCheckpoint, device: str,
              timings: dict[str, float], verification: Mapping[str, Any] | None = None,
@@ -340,7 +276,7 @@ def _compute(cfg: DictConfig, resolved: Mapping[str, Any], benchmark: Benchmark,
             "batch1": {k: v for k, v in batch1.items() if k != "per_query_ms"},
             "timed_region": retriever.timed_region,
         },
-        "routing": _routing(rows),
+        "routing": routing_summary(rows),
         "search": search_report,
         "timings": timings,
         "encoded": dict(cached.encoded),
@@ -390,111 +326,6 @@ def _indexed(benchmark: Benchmark, encoder: Any, cache_dir: Path, device: str, p
     return index, query_vectors, reused
 
 
-def search_options(cfg: DictConfig) -> SearchOptions:
-    """``cfg.search`` as :class:`SearchOptions` (defaults when the config has no ``search`` node)."""
-    node = OmegaConf.to_container(cfg.search, resolve=True) if "search" in cfg else {}
-    return SearchOptions(**{k: v for k, v in node.items() if k not in ("recall_k", "recall_queries")})
-
-
-def metric_names_for(cfg: DictConfig, benchmark: Benchmark) -> list[str]:
-    """``metrics.names`` (empty: the benchmark protocol's) plus ``metrics.extra``."""
-    names = list(cfg.metrics.names) or list(benchmark.protocol.metrics)
-    return names + [m for m in cfg.metrics.extra if m not in names]
-
-
-def score_rankings(benchmark: Benchmark, rankings: Mapping[tuple[str, str], FrozenRanking], traces: Mapping,
-                   metric_names: list[str], latency_ms: Mapping[str, float], top_n: int,
-                   reused_rows: Mapping[str, list[dict[str, Any]]] | None = None):
-    """Frozen rankings → (per-query rows, counts, aggregate summary): the one scoring path of ``run``, ``eval``
-    and ``memrepro.evaluate``. A split in ``reused_rows`` takes those rows (``memrepro.runs.seed_reuse``), rescored
-    from their stored gold ranks."""
-    with _no_gc():  # ~10^6 small containers per LoCoMo run: the cyclic GC would rescan every ranking many times
-        rows, counts = _score(benchmark, rankings, traces, metric_names, latency_ms, top_n, reused_rows or {})
-    summary = aggregate([{"split": r["split"], "category": r["category"], **r["metrics"]}
-                         for r in rows if r["excluded"] is None],
-                        metric_names, benchmark.protocol.category_names)
-    return rows, counts, summary
-
-
-def config_yaml(cfg: DictConfig | Mapping[str, Any]) -> str:
-    """The resolved config as YAML, dumped by libyaml when present (OmegaConf's pure-Python dumper took about
-    0.1 s per run, a sizeable part of a sweep point); keys keep the config's order."""
-    import yaml
-
-    plain = OmegaConf.to_container(cfg, resolve=True) if isinstance(cfg, DictConfig) else dict(cfg)
-    dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
-    return yaml.dump(plain, Dumper=dumper, sort_keys=False, default_flow_style=False, allow_unicode=True)
-
-
-def write_run(folder: Path, cfg: DictConfig | Mapping[str, Any], rows: list[dict[str, Any]],
-              record: RunRecord, run_id: str) -> Path:
-    """The results folder (config.yaml, queries.jsonl, run.trec, metrics.json, COMPLETE), atomically."""
-    writer = RunWriter(folder)
-    try:
-        writer.write_text("config.yaml", config_yaml(cfg))
-        writer.write_jsonl("queries.jsonl", rows)
-        writer.write_text("run.trec", trec_text(rows, run_id))
-        writer.write_json("metrics.json", record.to_json())
-        return writer.commit()
-    except BaseException:
-        writer.abort()
-        raise
-
-
-def encode_and_index(benchmark: Benchmark, encoder: Any, cache_dir: Path, device: str, progress: bool,
-                     timings: dict[str, float], options: SearchOptions | None = None,
-                     ) -> tuple[EpisodeIndex, dict[str, np.ndarray], CachedEncoder]:
-    """Encode every memory and query through the embedding cache and stack the episodes on ``device``."""
-    cached = CachedEncoder(encoder, cache_dir / "embeddings", progress=progress)
-    start = time.perf_counter()
-    doc_vectors = _encode_episodes(benchmark, cached)
-    timings["encode_documents_s"] = time.perf_counter() - start
-    start = time.perf_counter()
-    query_vectors = _encode_queries(benchmark, cached)
-    timings["encode_queries_s"] = time.perf_counter() - start
-    timings["model_load_s"] = getattr(encoder, "load_seconds", 0.0)
-    start = time.perf_counter()
-    index = build_index(benchmark.episodes, doc_vectors, device=device, options=options)
-    timings["index_s"] = time.perf_counter() - start
-    return index, query_vectors, cached
-
-
-@dataclass
-class _NothingEncoded:
-    encoded: dict[str, int]
-    cache_hits: dict[str, int]
-    quarantined: tuple = ()  # no embedding cache was read
-
-
-def vectorless_index(benchmark: Benchmark, device: str, timings: dict[str, float]):
-    """For retrievers that declare ``uses_vectors = False``: an index of the memories with 1-d zero vectors."""
-    start = time.perf_counter()
-    index = build_index(benchmark.episodes, {e: np.zeros((len(ep), 1), np.float32)
-                                             for e, ep in benchmark.episodes.items()}, device=device, dim=1)
-    timings["index_s"] = time.perf_counter() - start
-    query_vectors = {q.id: np.zeros(1, np.float32) for q in benchmark.queries}
-    return index, query_vectors, _NothingEncoded({"query": 0, "document": 0}, {"query": 0, "document": 0})
-
-
-def _encode_episodes(benchmark: Benchmark, encoder: CachedEncoder) -> dict[str, np.ndarray]:
-    texts = [m.text for e in benchmark.episodes.values() for m in e.memories]
-    matrix = encoder.encode(texts, "document")
-    out, offset = {}, 0
-    for episode_id, episode in benchmark.episodes.items():
-        out[episode_id] = matrix[offset:offset + len(episode)]
-        offset += len(episode)
-    return out
-
-
-def _encode_queries(benchmark: Benchmark, encoder: CachedEncoder) -> dict[str, np.ndarray]:
-    matrix = encoder.encode([q.text for q in benchmark.queries], "query")
-    return {q.id: matrix[i] for i, q in enumerate(benchmark.queries)}
-
-
-def _inputs(queries: list[Query]) -> list[RetrievalInput]:
-    return [RetrievalInput(q.id, q.text, q.episode_id) for q in queries]  # gold never leaves this module
-
-
 def _retrieve_all(benchmark: Benchmark, retriever: RetrieverBase, index: EpisodeIndex,
                   query_vectors: Mapping[str, np.ndarray], batch_size: int, checkpoint: RetrievalCheckpoint,
                   timings: dict[str, float], skip: set[str] = frozenset()):
@@ -523,7 +354,7 @@ def _retrieve_all(benchmark: Benchmark, retriever: RetrieverBase, index: Episode
                 batch = queries[start:start + batch_size]
                 vectors = np.stack([query_vectors[q.id] for q in batch])
                 began = time.perf_counter()
-                retrieved = retriever.retrieve(_inputs(batch), vectors, index)
+                retrieved = retriever.retrieve(retrieval_inputs(batch), vectors, index)
                 _sync(index)
                 seconds = time.perf_counter() - began
                 elapsed += seconds
@@ -568,7 +399,7 @@ def _batch1_latency(benchmark: Benchmark, retriever: RetrieverBase, index: Episo
         vector = query_vectors[query.id][None, :]
         _sync(index)
         began = time.perf_counter()
-        retriever.retrieve(_inputs([query]), vector, index)
+        retriever.retrieve(retrieval_inputs([query]), vector, index)
         _sync(index)
         if i >= warmup:
             per_query[query.id] = 1000.0 * (time.perf_counter() - began)
@@ -580,113 +411,3 @@ def _batch1_latency(benchmark: Benchmark, retriever: RetrieverBase, index: Episo
     return {**stats, "per_query_ms": per_query}
 
 
-@contextlib.contextmanager
-def _no_gc():
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
-
-
-def _score(benchmark: Benchmark, rankings: Mapping[tuple[str, str], FrozenRanking], traces: Mapping,
-           metric_names: list[str], latency_ms: Mapping[str, float], top_n: int,
-           reused_rows: Mapping[str, list[dict[str, Any]]]):
-    rows: list[dict[str, Any]] = []
-    counts = {"n_total": 0, "n_scored": 0, "n_excluded": {}}
-    chars_of: dict[str, dict[str, int]] = {}  # per episode, built once (not once per query)
-    for split in benchmark.splits:
-        queries = list(benchmark.split_queries(split))
-        if split.name in reused_rows:  # rescored here from where each gold item sits (all a metric reads)
-            stored = {row["query_id"]: row for row in reused_rows[split.name]}
-            values = compute_metrics({q.id: FrozenRanking.from_gold_ranks(q.id, stored[q.id]["gold_ranks"],
-                                                                          stored[q.id]["n_returned"])
-                                      for q in queries}, queries, metric_names,
-                                     gold_ranks={q.id: stored[q.id]["gold_ranks"] for q in queries})
-            for query in queries:  # this run's batch-1 sample decides every row's latency_ms
-                rows.append({**stored[query.id], "latency_ms": latency_ms.get(query.id),
-                             "metrics": values.get(query.id, {})})
-                _count(counts, query.excluded)
-            continue
-        gold_ranks = {q.id: rankings[(split.name, q.id)].ranks_of(tuple(dict.fromkeys(q.gold))) for q in queries}
-        values = compute_metrics({q.id: rankings[(split.name, q.id)] for q in queries}, queries, metric_names,
-                                 gold_ranks=gold_ranks)
-        for query in queries:
-            ranking = rankings[(split.name, query.id)]
-            text_of = chars_of.get(query.episode_id)
-            if text_of is None:
-                text_of = chars_of[query.episode_id] = {m.id: len(m.text) for m in
-                                                        benchmark.episodes[query.episode_id].memories}
-            _count(counts, query.excluded)
-            rows.append({
-                "split": split.name,
-                "seed": split.seed,
-                "query_id": query.id,
-                "episode_id": query.episode_id,
-                "category": query.category,
-                "excluded": query.excluded,
-                "gold": list(query.gold),
-                "gold_ranks": gold_ranks[query.id],
-                "n_returned": len(ranking.memory_ids),
-                "returned_chars": sum(map(text_of.__getitem__, ranking.memory_ids[:top_n])),
-                "top": list(zip(ranking.memory_ids[:top_n], ranking.scores[:top_n])),  # (id, score) pairs: JSON arrays
-                "latency_ms": latency_ms.get(query.id),
-                "trace": traces.get((split.name, query.id)) or None,
-                "metrics": values.get(query.id, {}),
-            })
-    return rows, counts
-
-
-def _count(counts: dict[str, Any], excluded: str | None) -> None:
-    counts["n_total"] += 1
-    if excluded is None:
-        counts["n_scored"] += 1
-    else:
-        counts["n_excluded"][excluded] = counts["n_excluded"].get(excluded, 0) + 1
-
-
-def _routing(rows: list[dict[str, Any]]) -> dict[str, Any] | None:
-    """Per path (a trace's ``path``): query count and the mean of every numeric ``*_ms`` trace field.
-
-    RF-Mem reports its latency with the timer around the chosen path only (``path_ms``); the gate's probe is
-    timed separately (``gate_ms``), so both the paper's number and the full cost can be read here.
-    """
-    by_path: dict[str, list[dict]] = {}
-    for row in rows:
-        trace = row.get("trace") or {}
-        if "path" in trace:
-            by_path.setdefault(str(trace["path"]), []).append(trace)
-    if not by_path:
-        return None
-    out: dict[str, Any] = {}
-    for path, traces in sorted(by_path.items()):
-        timing_keys = sorted({k for t in traces for k, v in t.items() if k.endswith("_ms") and
-                              isinstance(v, (int, float))})
-        out[path] = {"n": len(traces), **{f"mean_{k}": _mean([t[k] for t in traces if k in t]) for k in timing_keys}}
-    return out
-
-
-def run_warnings(benchmark: Benchmark, verification: Mapping[str, Any] | None,
-                 quarantined: Sequence[Mapping[str, Any]] = ()) -> list[str]:
-    """What a reader of the results must know: tolerated data anomalies, unverified files, repaired cache shards."""
-    out = list(benchmark.warnings)
-    for check in (verification or {}).get("data_files", []):
-        if check["state"] == "mismatch":
-            out.append(f"unverified data: {check['path']} has sha256 {check['actual']}, not the pinned "
-                       f"{check['expected']}")
-    for shard in quarantined:
-        out.append(f"embedding cache shard {shard['path']} failed its check ({shard['reason']}): quarantined and "
-                   f"re-encoded")
-    return out
-
-
-def _mean(values: list[float]) -> float | None:
-    return statistics.fmean(values) if values else None
-
-
-def returned_stats(rows: list[dict[str, Any]]) -> dict[str, float | None]:
-    """Gold-free diagnostics over every retrieved row (PersonaMem has no gold at all)."""
-    return {"mean_items": _mean([r["n_returned"] for r in rows]),
-            "mean_chars_top_n": _mean([r["returned_chars"] for r in rows])}

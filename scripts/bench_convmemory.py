@@ -47,7 +47,7 @@ def main() -> None:
     from memrepro.models.encoder import resolve_device
     from memrepro.retrievers.base import RetrievalInput
     from memrepro.models.cross_encoder import CrossEncoderScorer
-    from memrepro.runner import build, encode_and_index, load_benchmark
+    from memrepro.stages import build, encode_and_index, load_benchmark
     from memrepro.artifacts.per_seed import TrainingContext
 
     retrievers = {}

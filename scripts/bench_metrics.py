@@ -25,7 +25,7 @@ from hydra import compose, initialize_config_dir
 from omegaconf import DictConfig
 
 import memrepro.config  # noqa: F401
-from memrepro import runner
+from memrepro import stages
 from memrepro.evaluation.freeze import freeze
 from memrepro.evaluation.metrics import compute_metrics, compute_metrics_reference
 
@@ -38,10 +38,10 @@ def compose_cfg(overrides: list[str]) -> DictConfig:
 
 
 def frozen_rankings(cfg: DictConfig):
-    benchmark, _ = runner.load_benchmark(cfg.dataset)
-    encoder = runner.build(cfg.encoder)
-    retriever = runner.build(cfg.retriever)
-    index, query_vectors, _ = runner.encode_and_index(benchmark, encoder, Path(cfg.paths.cache_dir), "cpu",
+    benchmark, _ = stages.load_benchmark(cfg.dataset)
+    encoder = stages.build(cfg.encoder)
+    retriever = stages.build(cfg.retriever)
+    index, query_vectors, _ = stages.encode_and_index(benchmark, encoder, Path(cfg.paths.cache_dir), "cpu",
                                                       False, {})
     rankings = {}
     for split in benchmark.splits:
@@ -49,7 +49,7 @@ def frozen_rankings(cfg: DictConfig):
         if not queries:  # a split without test questions (small fixtures)
             continue
         vectors = np.stack([query_vectors[q.id] for q in queries])
-        for q, r in zip(queries, retriever.retrieve(runner._inputs(queries), vectors, index)):
+        for q, r in zip(queries, retriever.retrieve(stages.retrieval_inputs(queries), vectors, index)):
             rankings[(split.name, q.id)] = freeze(q.id, r.hits, benchmark.episodes[q.episode_id], retriever.order)
     return benchmark, rankings
 
@@ -64,7 +64,7 @@ def per_split(benchmark, rankings, names, fn):
 
 
 def metrics_phase(benchmark, rankings, names):
-    return runner.score_rankings(benchmark, rankings, {}, names, {}, 100)[2]
+    return stages.score_rankings(benchmark, rankings, {}, names, {}, 100)[2]
 
 
 def main() -> None:

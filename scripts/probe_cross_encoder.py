@@ -103,7 +103,7 @@ def main() -> None:
     import memrepro.config  # noqa: F401
     from memrepro.models.cross_encoder import CrossEncoderScorer
     from memrepro.models.encoder import resolve_device
-    from memrepro.runner import build, encode_and_index, load_benchmark
+    from memrepro.stages import build, encode_and_index, load_benchmark
     from memrepro.artifacts.per_seed import TrainingContext
     from memrepro.training.cross_encoder import Recipe, train, training_pairs
 

@@ -48,7 +48,7 @@ def main() -> None:
 
     import memrepro.config  # noqa: F401
     from memrepro.models.encoder import resolve_device
-    from memrepro.runner import build, encode_and_index, load_benchmark
+    from memrepro.stages import build, encode_and_index, load_benchmark
     from memrepro.artifacts.per_seed import TrainingContext
 
     torch.set_num_threads(args.threads)

@@ -13,7 +13,7 @@ from omegaconf import OmegaConf
 from omegaconf.errors import ValidationError
 
 import memrepro.config  # noqa: F401
-from memrepro import runner
+from memrepro import stages
 from memrepro.runs.identity import semantic_config
 
 CONF = Path(__file__).resolve().parents[1] / "conf"
@@ -43,7 +43,7 @@ FIXTURE_OVERRIDES = {  # point each dataset config at its tiny fixture
 def test_dataset_configs_instantiate(name: str, fixtures_dir: Path) -> None:
     cfg = composed(f"dataset={name}", f"paths.data_dir={fixtures_dir}", *FIXTURE_OVERRIDES.get(name, []),
                    "dataset.allow_unverified=true")  # the fixtures sit at pinned paths with their own bytes
-    benchmark, _ = runner.load_benchmark(cfg.dataset)
+    benchmark, _ = stages.load_benchmark(cfg.dataset)
     assert benchmark.queries and benchmark.episodes
 
 

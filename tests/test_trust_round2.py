@@ -21,7 +21,7 @@ from test_cache_damage import TEXTS, _garble_middle, _shard
 from test_convmemory_v1 import TWO, context  # noqa: F401  (the tiny v1 training context, a fixture)
 
 import memrepro.config  # noqa: F401  (registers the schemas)
-from memrepro import runner
+from memrepro import runner, stages
 from memrepro.errors import ConfigError, ModelNotFoundError
 from memrepro.models import cache as cache_module
 from memrepro.models import resolve
@@ -266,7 +266,7 @@ def test_only_the_document_shard_foreign_in_a_run(fixture_paths: Path) -> None:
     documents = max(folder.glob("*.keys"), key=lambda p: len(p.read_text().split("\n"))).with_suffix("")
     keys = documents.with_suffix(".keys").read_text().split("\n")
     texts = {cache_module.text_sha256(m.text): m.text
-             for e in runner.load_benchmark(_cfg(fixture_paths).dataset)[0].episodes.values() for m in e.memories}
+             for e in stages.load_benchmark(_cfg(fixture_paths).dataset)[0].episodes.values() for m in e.memories}
     for file in _shard_files(documents):
         file.unlink()
     foreign = _foreign_shard(fixture_paths, FakeEncoder(dim=384), folder, texts=[texts[k] for k in keys],

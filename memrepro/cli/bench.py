@@ -54,7 +54,7 @@ def locomo_vectors(encoder: str) -> tuple[np.ndarray, np.ndarray]:
     import memrepro.config  # noqa: F401
     from memrepro.models.encoder import CachedEncoder
     from memrepro.paths import CONFIG_DIR
-    from memrepro.runner import build, load_benchmark
+    from memrepro.stages import build, load_benchmark
 
     with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"):
         cfg = compose(config_name="config", overrides=["dataset=locomo", f"encoder={encoder}"])

@@ -29,14 +29,13 @@ class EvalOutcome:
 
 def evaluate_run_file(cfg: DictConfig) -> EvalOutcome:
     """Validate, freeze, score and write; nothing is written when validation fails."""
-    from memrepro.evaluation.freeze import TIE_RULE
     from memrepro.datasets.io import sha256_file
+    from memrepro.evaluation.freeze import TIE_RULE
     from memrepro.provenance import config_hash, git_commit, package_versions
-    from memrepro.runs.folder import is_complete, read_record, run_dir, run_problem
+    from memrepro.runs.folder import is_complete, read_record, run_dir, run_problem, write_run
     from memrepro.runs.identity import semantic_config
     from memrepro.runs.runfile import WARNING_FIXES, depth_warning, read_run_file, validate
-    from memrepro.runner import (load_benchmark, metric_names_for, returned_stats, run_warnings, score_rankings,
-                                 write_run)
+    from memrepro.stages import load_benchmark, metric_names_for, returned_stats, run_warnings, score_rankings
 
     timings: dict[str, float] = {}
     start = time.perf_counter()

@@ -32,7 +32,7 @@ def main(argv: list[str] | None = None) -> int:
         from hydra.errors import HydraException
 
         from memrepro.api import compose
-        from memrepro.runner import load_benchmark
+        from memrepro.stages import load_benchmark
 
         dataset = next((o.split("=", 1)[1] for o in args.overrides if o.startswith("dataset=")), "locomo")
         rest = [o for o in args.overrides if not o.startswith("dataset=")]

@@ -20,7 +20,7 @@ from memrepro.paths import CONFIG_DIR
 def train_all(cfg: DictConfig, plan_only: bool = False) -> list[str]:
     """Find or train every model; ``plan_only``: print the plan and return, with nothing encoded or trained."""
     from memrepro.models.encoder import resolve_device
-    from memrepro.runner import build, encode_and_index, load_benchmark
+    from memrepro.stages import build, encode_and_index, load_benchmark
     from memrepro.artifacts.per_seed import TrainingContext
     from memrepro.training.plan import per_seed_artifacts, planning_context, training_plan
 

@@ -32,6 +32,8 @@ import uuid
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
+from omegaconf import DictConfig, OmegaConf
+
 from memrepro.datasets.io import sha256_file
 from memrepro.errors import DamagedFileError
 from memrepro.runs.record import RunRecord
@@ -366,3 +368,28 @@ def _fsync_dir(folder: Path) -> None:
         pass
     finally:
         os.close(fd)
+
+
+def config_yaml(cfg: DictConfig | Mapping[str, Any]) -> str:
+    """The resolved config as YAML, dumped by libyaml when present (OmegaConf's pure-Python dumper took about
+    0.1 s per run, a sizeable part of a sweep point); keys keep the config's order."""
+    import yaml
+
+    plain = OmegaConf.to_container(cfg, resolve=True) if isinstance(cfg, DictConfig) else dict(cfg)
+    dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+    return yaml.dump(plain, Dumper=dumper, sort_keys=False, default_flow_style=False, allow_unicode=True)
+
+
+def write_run(folder: Path, cfg: DictConfig | Mapping[str, Any], rows: list[dict[str, Any]],
+              record: RunRecord, run_id: str) -> Path:
+    """The results folder (config.yaml, queries.jsonl, run.trec, metrics.json, COMPLETE), atomically."""
+    writer = RunWriter(folder)
+    try:
+        writer.write_text("config.yaml", config_yaml(cfg))
+        writer.write_jsonl("queries.jsonl", rows)
+        writer.write_text("run.trec", trec_text(rows, run_id))
+        writer.write_json("metrics.json", record.to_json())
+        return writer.commit()
+    except BaseException:
+        writer.abort()
+        raise

@@ -19,7 +19,6 @@ from functools import lru_cache
 from typing import Any, Callable, Mapping, Sequence
 
 import pandas as pd
-import yaml
 
 from memrepro.evaluation.significance import paired_bootstrap
 from memrepro.paths import CONFIG_DIR
