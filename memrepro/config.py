@@ -18,6 +18,7 @@ from omegaconf import MISSING
 from memrepro.datasets import locomo, longmemeval, personabench, personamem  # their allowed names (no torch)
 from memrepro.errors import ConfigError
 from memrepro.limits import DEFAULT_CHUNK_BYTES
+from memrepro.models.convmemory_v1_shape import V1_DEFAULT_SHAPE
 from memrepro.retrievers.arms import ARMS
 from memrepro.retrievers.rfmem.params import (COSINE, ENGINES, LATENCY_SCOPES, FamiliarityParams, GateParams,
                                               RecollectionParams, refuse_faithful_only_variants)
@@ -163,10 +164,10 @@ class V1ModelsConfig:
     path: Optional[str] = None  # explicit checkpoint folder or template with {seed}
     published: Optional[str] = None  # e.g. Purdy0228/ConvMemory-LoCoMo-MPNet (online; one model for all seeds)
     train_on_demand: bool = True
-    pool: int = param(500, integer_at_least(1))
-    raw_weight: float = param(0.025, number_in(0.0, 1.0))
-    router_block_size: int = 32
-    lexical_features: bool = True
+    pool: int = param(V1_DEFAULT_SHAPE.pool, integer_at_least(1))
+    raw_weight: float = param(V1_DEFAULT_SHAPE.raw_weight, number_in(0.0, 1.0))
+    router_block_size: int = V1_DEFAULT_SHAPE.router_block_size
+    lexical_features: bool = V1_DEFAULT_SHAPE.lexical_features
 
 
 @dataclass

@@ -10,20 +10,20 @@ import inspect
 
 import pytest
 
-from memrepro import runner
+from memrepro import stages
 from memrepro.config import SCHEMA_BY_TARGET
 from memrepro.hydra_internals import locate
 
 
-# Fields the runner takes off a node before it builds the code (so the code has no such parameter), and the line that
-# does it: the exemption ends when the runner stops taking the field.
+# Fields a run takes off a node before it builds the code (so the code has no such parameter), and the line of
+# memrepro/stages.py that does it: the exemption ends when the field is no longer taken off.
 TAKEN_BY_THE_RUNNER = {"allow_unverified": 'plain.pop("allow_unverified"'}
 
 
 def test_each_field_the_runner_takes_off_is_still_taken_off() -> None:
-    source = inspect.getsource(runner)
+    source = inspect.getsource(stages)
     for field, line in TAKEN_BY_THE_RUNNER.items():
-        assert line in source, f"runner no longer takes {field!r} off; drop it from TAKEN_BY_THE_RUNNER"
+        assert line in source, f"stages no longer takes {field!r} off; drop it from TAKEN_BY_THE_RUNNER"
 
 
 def _schema_default(spec: dataclasses.Field) -> object:

@@ -31,14 +31,15 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 import torch
 
-from memrepro.models.convmemory_v1 import (ConvMemoryV1, QueryInputs, V1Architecture, ce_lite_scores, features,
-                                          sliding_windows)
 from memrepro.artifacts.per_seed import PerSeedArtifact, published_folder, weights_sha256
+from memrepro.models.convmemory_v1 import ConvMemoryV1, QueryInputs, ce_lite_scores, features, sliding_windows
+from memrepro.models.convmemory_v1_shape import V1_DEFAULT_SHAPE, V1Architecture
 from memrepro.models.cross_encoder import TRAINING_INFO
 from memrepro.models.sanity import SANITY_RECORDS, DivergedModelError, check_loss, check_scores, check_weights
-from memrepro.training.state import load_state, partial_path, save_state
 from memrepro.training.recipes import V1Recipe
+from memrepro.training.state import load_state, partial_path, save_state
 from memrepro.types import Split
+from memrepro.validate import validate_arguments
 
 
 
@@ -182,13 +183,15 @@ def load_v1(folder: Path) -> tuple[ConvMemoryV1, dict | None]:
     """A v1 checkpoint in the official layout (ours or the published one) and our training log, if any."""
     config = json.loads((folder / "config.json").read_text())
     mc, rc = config["model_config"], config.get("rerank_config", {})
+    d = V1_DEFAULT_SHAPE  # a key the file lacks takes the published model's value
     architecture = V1Architecture(
-        dim=int(mc["embedding_dim"]), window_size=int(mc.get("window_size", 5)),
-        kernel_size=int(mc.get("kernel_size", 3)), hidden_dim=int(mc.get("hidden_dim", 256)),
-        token_mlp_dim=int(mc.get("token_mlp_dim", 32)), channel_mlp_dim=int(mc.get("channel_mlp_dim", 512)),
-        router_block_size=int(rc.get("dca_router_block_size", 32)),
-        lexical_features=bool(rc.get("lexical_features", True)), pool=int(rc.get("candidate_top_n", 500)),
-        raw_weight=float(rc.get("raw_weight", 0.025)))
+        dim=int(mc["embedding_dim"]), window_size=int(mc.get("window_size", d.window_size)),
+        kernel_size=int(mc.get("kernel_size", d.kernel_size)), hidden_dim=int(mc.get("hidden_dim", d.hidden_dim)),
+        token_mlp_dim=int(mc.get("token_mlp_dim", d.token_mlp_dim)),
+        channel_mlp_dim=int(mc.get("channel_mlp_dim", d.channel_mlp_dim)),
+        router_block_size=int(rc.get("dca_router_block_size", d.router_block_size)),
+        lexical_features=bool(rc.get("lexical_features", d.lexical_features)),
+        pool=int(rc.get("candidate_top_n", d.pool)), raw_weight=float(rc.get("raw_weight", d.raw_weight)))
     if architecture.extra_scalar_features != int(mc.get("extra_scalar_features", architecture.extra_scalar_features)):
         raise ValueError(f"{folder}/config.json: extra_scalar_features {mc['extra_scalar_features']} does not match "
                          f"router/lexical settings ({architecture.extra_scalar_features})")
@@ -225,14 +228,15 @@ class V1Models(PerSeedArtifact):
         return self.SECONDS_PER_UNIT + self.TEACHER_SECONDS_PER_QUESTION * self.shape["pool"] / 500
 
     def __init__(self, recipe: Mapping[str, Any] | None = None, path: str | None = None,
-                 published: str | None = None, train_on_demand: bool = True, pool: int = 500,
-                 raw_weight: float = 0.025, router_block_size: int = 32, lexical_features: bool = True) -> None:
-        super().__init__(path=path, published=published, train_on_demand=train_on_demand)
-        self.recipe = V1Recipe(**dict(recipe or {}))
+                 published: str | None = None, train_on_demand: bool = True, pool: int = V1_DEFAULT_SHAPE.pool,
+                 raw_weight: float = V1_DEFAULT_SHAPE.raw_weight,
+                 router_block_size: int = V1_DEFAULT_SHAPE.router_block_size,
+                 lexical_features: bool = V1_DEFAULT_SHAPE.lexical_features) -> None:
         self.shape = {"pool": pool, "raw_weight": raw_weight, "router_block_size": router_block_size,
                       "lexical_features": lexical_features}
-        if pool < 1 or not 0.0 <= raw_weight <= 1.0:
-            raise ValueError(f"convmemory_v1: pool must be >= 1 and 0 <= raw_weight <= 1, got {pool}, {raw_weight}")
+        validate_arguments(type(self), self.shape, prefix="model")  # the ranges its config schema declares
+        super().__init__(path=path, published=published, train_on_demand=train_on_demand)
+        self.recipe = V1Recipe(**dict(recipe or {}))
         self._teacher = None
 
     def architecture(self) -> V1Architecture:
