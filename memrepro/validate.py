@@ -35,6 +35,7 @@ from memrepro.errors import ConfigError, unknown_config_key
 # Allowed device names, mirrored from the modules that use them (importing those would load torch before validation).
 DEVICES = "auto, cpu, cuda or cuda:<n> (cuda only where torch sees a GPU)"
 _RULE, _CHANGES_RESULTS, _IN_RUN_ID = "memrepro.rule", "memrepro.changes_results", "memrepro.in_run_id"
+_LABEL = "memrepro.label"
 
 
 @dataclass(frozen=True)
@@ -98,14 +99,14 @@ NON_EMPTY_INTEGERS = Rule(lambda v: isinstance(v, list) and bool(v) and all(map(
 
 def param(default: Any = dataclasses.MISSING, rule: Rule | None = None, *,
           default_factory: Any = dataclasses.MISSING, changes_results: bool = True,
-          in_run_id: bool | None = None) -> Any:
+          in_run_id: bool | None = None, label: str | None = None) -> Any:
     """A schema field, declared once: its default, the values it allows (``rule``; None: any value of its type;
     null is added when the field's type is ``Optional``), whether it changes rankings or metrics
-    (``changes_results``) and whether it is part of the run id (``in_run_id``, by default when it changes results:
+    (``changes_results``), whether it is part of the run id (``in_run_id``, by default when it changes results:
     a setting that changes results elsewhere, e.g. through an interpolation, or one compared across runs of their
-    own, says otherwise)."""
+    own, says otherwise) and how tables and figures name it (``label``; None: its field name)."""
     metadata = {_RULE: rule, _CHANGES_RESULTS: changes_results,
-                _IN_RUN_ID: changes_results if in_run_id is None else in_run_id}
+                _IN_RUN_ID: changes_results if in_run_id is None else in_run_id, _LABEL: label}
     return dataclasses.field(default=default, default_factory=default_factory, metadata=metadata)
 
 
@@ -115,6 +116,12 @@ def changes_results(spec: dataclasses.Field) -> bool:
 
 def in_run_id(spec: dataclasses.Field) -> bool:
     return spec.metadata.get(_IN_RUN_ID, True)
+
+
+def declared_label(schema: type, name: str) -> str:
+    """How tables and figures name the field ``name`` of ``schema``: its declared label, else its name."""
+    spec = next(spec for spec in dataclasses.fields(schema) if spec.name == name)
+    return spec.metadata.get(_LABEL) or name
 
 
 @functools.cache

@@ -21,10 +21,8 @@ import pandas as pd
 
 from memrepro.runs.identity import NON_MEASURING_RETRIEVER_KEYS
 from memrepro.tables.runs import Run
+from memrepro.tables.settings import PATH
 
-# the settings a row names: label → dotted path in the retriever config
-SETTING_KEYS = {"k": "recollection.k", "beam": "recollection.beam", "fanout": "recollection.fanout",
-                "alpha": "recollection.alpha", "tau": "gate.tau"}
 OTHER_ENGINES = ("compiled",)  # the batched and projected engines were retired; their old runs stay apart
 DELTA = "Δ (engine − faithful)"
 SIDE_BY_SIDE_S = 600.0  # runs without a process id: a multirun's runs of one setting follow each other in seconds
@@ -57,7 +55,7 @@ def compare(faithful: Run, other: Run) -> dict[str, Any]:
     delta = other.record.summary.pooled[primary] - faithful.record.summary.pooled[primary]
     slow, fast = faithful.record.timings["retrieve_s"], other.record.timings["retrieve_s"]
     known = faithful.retriever_settings
-    settings = ", ".join(f"{label}={known[path]}" for label, path in SETTING_KEYS.items() if path in known)
+    settings = ", ".join(f"{name}={known[path]}" for name, path in PATH.items() if path in known)  # setting order
     return {"dataset": faithful.dataset, "encoder": faithful.encoder_label, "retriever": faithful.retriever_name,
             "settings": settings, "engine": other.retriever["engine"], "queries": len(a), "identical rankings": same,
             "metric": primary, DELTA: delta, "faithful retrieve (s)": slow, "engine retrieve (s)": fast,

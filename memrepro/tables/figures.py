@@ -40,6 +40,7 @@ from matplotlib.patches import Rectangle
 
 from memrepro.runs.identity import NON_MEASURING_RETRIEVER_KEYS, SOURCE_SETTINGS
 from memrepro.tables.runs import Run, is_number as _is_number, preferred, same_setting as _same
+from memrepro.tables.settings import LABEL
 
 DEFAULT_IGNORE = NON_MEASURING_RETRIEVER_KEYS
 _DATASET_SKIP = frozenset(SOURCE_SETTINGS)
@@ -60,7 +61,6 @@ _RC = {
 HEATMAP_CMAP = "YlOrRd"  # warmer = higher
 _MARGIN = {"left": 0.8, "right": 0.25, "top": 0.65, "below": 0.5, "wgap": 0.95, "hgap": 0.9}  # inches
 _MISSING = object()
-_PARAM_LABELS = {"alpha": "α (alpha)", "tau": "τ (tau)", "beam": "beam B", "fanout": "fanout F", "k": "K"}
 
 
 # --------------------------------------------------------------------------------------------- selecting runs
@@ -217,7 +217,7 @@ def _label(value: Any) -> str:
 
 
 def _param(name: str) -> str:
-    return _PARAM_LABELS.get(name, name)
+    return LABEL.get(name, name)
 
 
 def _encoders(frame: pd.DataFrame) -> list[str]:

@@ -22,12 +22,11 @@ from memrepro.tables import committed, figures
 from memrepro.tables.rfmem import familiarity_settings, recollection_settings
 from memrepro.runs.identity import NON_MEASURING_RETRIEVER_KEYS as IGNORE
 from memrepro.tables.runs import Run
+from memrepro.tables.settings import PATH, SHORT
 
 
-# the swept settings by their config paths, and the short names the drawing functions label axes with
-ALPHA, TAU, K = "recollection.alpha", "gate.tau", "recollection.k"
-BEAM, FANOUT = "recollection.beam", "recollection.fanout"
-SHORT = {ALPHA: "alpha", TAU: "tau", BEAM: "beam", FANOUT: "fanout", K: "k"}
+# the swept settings by their config paths (their short names, which the drawing functions label axes with: SHORT)
+ALPHA, TAU, K, BEAM, FANOUT = (PATH[name] for name in ("alpha", "tau", "k", "beam", "fanout"))
 
 
 def _without(settings: dict[str, Any], *keys: str) -> dict[str, Any]:

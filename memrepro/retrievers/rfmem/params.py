@@ -36,7 +36,7 @@ class GateParams:
     #   (PersonaBench: 0)
     theta_high: float = param(0.60, COSINE)  # threshold on the probe's mean cosine
     theta_low: float = param(0.30, COSINE)  # threshold on the probe's mean cosine, <= theta_high
-    tau: float = param(0.20, number_above(0.0, inclusive=True))  # entropy threshold (nats)
+    tau: float = param(0.20, number_above(0.0, inclusive=True), label="τ (tau)")  # entropy threshold (nats)
     entropy_form: str = param("code_mean", one_of("code_mean", "shannon_sum"))  # code_mean (the code's
     #   −(1/K′)Σp ln p) | shannon_sum
 
@@ -51,10 +51,11 @@ class GateParams:
 class RecollectionParams:
     """Recollection (docs/retrievers.md#recollection: ``retrieve_pyramid_v2`` with "mean_group" expansion)."""
 
-    k: int = param(10, integer_at_least(1))  # items to return (out_k)
-    beam: int = param(3, integer_at_least(1))  # B
-    fanout: int = param(2, integer_at_least(1))  # F
-    alpha: float = param(0.8, number_in(0.0, 1.0))  # weight of the branch query in the child query
+    k: int = param(10, integer_at_least(1), label="K")  # items to return (out_k)
+    beam: int = param(3, integer_at_least(1), label="beam B")  # B
+    fanout: int = param(2, integer_at_least(1), label="fanout F")  # F
+    alpha: float = param(0.8, number_in(0.0, 1.0), label="α (alpha)")  # weight of the branch query in the child
+    #                                                                     query
     rounds: int = param(10, integer_at_least(1))  # R (depth)
     mmr_lambda: float = param(0.95, number_in(0.0, 1.0))
     min_sim: Optional[float] = param(0.3, COSINE)  # candidate floor (the code's "tau", unrelated to the gate's
