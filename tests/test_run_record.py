@@ -161,8 +161,10 @@ def test_a_run_written_under_the_old_id_rule_migrates_and_is_then_reused(results
     fresh, legacy = _as_schema_1(cfg)
     record = fresh.record
     old_id = legacy.name
+    (legacy / "notes.md").write_text("my notes\n")  # a user's own file in the run folder
     (moved,) = migrate(results, echo=lambda line: None)
     assert moved.new == fresh.folder and not legacy.exists() and run_problem(fresh.folder) is None
+    assert (fresh.folder / "notes.md").read_text() == "my notes\n" and "kept notes.md" in moved.note
     migrated = read_record(fresh.folder)
     assert migrated.migrated_from == old_id and migrated.run_id == fresh.folder.name
     assert migrated.provenance.algorithm_versions == record.provenance.algorithm_versions != {}

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping
@@ -24,7 +23,7 @@ from typing import Any, Callable, Mapping
 from omegaconf import DictConfig, OmegaConf
 
 from memrepro.provenance import config_hash
-from memrepro.runs.folder import COMPLETE, RunWriter, is_hidden, run_problem
+from memrepro.runs.folder import COMPLETE, RunWriter, discard, is_hidden, run_problem
 from memrepro.retrievers.rfmem.params import nest_flat_config
 from memrepro.runs.identity import run_id_payload, semantic_config
 from memrepro.runs.record import SCHEMA_VERSION, RunRecord
@@ -90,8 +89,9 @@ def migrate_run(folder: Path) -> Moved:
     except BaseException:
         writer.abort()
         raise
-    shutil.rmtree(folder)
-    return Moved(folder, target, f"moved to {new_id}")
+    removed = discard(folder, target)  # a user's own files in the old folder move into the new one, not lost
+    kept = removed.partition("; kept ")[2]
+    return Moved(folder, target, f"moved to {new_id}" + (f"; kept {kept}" if kept else ""))
 
 
 def migrate(results_dir: str | os.PathLike[str], echo: Callable[[str], None] = print) -> list[Moved]:
