@@ -37,10 +37,10 @@ class ConvMemoryV1Retriever(RetrieverBase):
     name = "convmemory_v1"
     order: Literal["score", "native"] = "native"
     timed_region = "dense pool + window encoder + CE-lite head + merge (query vector given)"
-    # measured: ranking one LoCoMo question (pool 500, candidate-local windows) takes 0.2 s on one torch thread of
-    # a shared 2-core CPU (205 s for seed 7's 1,039 dev questions), 4-8 min a seed in full runs beside other work;
-    # the training plan forecasts a cross-encoder's record building (v1 ranks every dev question) with it
-    SECONDS_PER_QUERY = 0.3
+    # measured: ranking LoCoMo dev questions in batches of 64 (pool 500, candidate-local windows), as a
+    # cross-encoder's record building does, on a 2-core CPU: 62 s for seed 11's 842 (0.074 s a question) idle,
+    # 136 s for seed 7's 1,039 (0.13 s) beside a test run; the training plan forecasts record building with it
+    SECONDS_PER_QUERY = 0.1
 
     def __init__(self, model: PerSeedArtifact, window_mode: WindowMode = "candidate_local") -> None:
         if window_mode not in ("full", "candidate_local"):
