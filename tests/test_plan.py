@@ -91,14 +91,15 @@ def test_the_cascade_plan_lists_v1_then_record_building_then_the_cross_encoder(p
 def test_forecasts_match_what_training_took_on_locomo(real_data_dir: Path, paths: Path, offline_base: None,
                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     """Seed 7 (1,039 dev questions) on the 2-core CPU: v1 trained in ~4 min whatever the threads, the records took
-    4-8 min, the cross-encoder ~13 min on 2 threads and 1,338-1,839 s on one."""
+    about 2 min (136 s beside a test run; seed 11's 842 took 62 s idle), the cross-encoder ~13 min on 2 threads and
+    1,338-1,839 s on one."""
     monkeypatch.setenv("MEMREPRO_DATA_DIR", str(real_data_dir))
     for threads, cross_encoder in ((1, range(22, 31)), (2, range(10, 17))):
         text = runner.dry_run(_cfg("dataset=locomo", "dataset.seeds=[7]", "encoder=fake", "encoder.dim=768",
                                    "retriever=cascade", "runtime.device=cpu", f"runtime.torch_threads={threads}"))
         minutes = [int(m) for m in re.findall(r"1,039 \w+, about (\d+) min", text)]
         assert len(minutes) == 3, text
-        assert 3 <= minutes[0] <= 5 and 4 <= minutes[1] <= 8 and minutes[2] in cross_encoder, text
+        assert 3 <= minutes[0] <= 5 and 1 <= minutes[1] <= 3 and minutes[2] in cross_encoder, text
 
 
 def _cli(*args: str, tmp: Path, data_dir: Path) -> subprocess.CompletedProcess:
