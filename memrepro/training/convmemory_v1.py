@@ -214,10 +214,11 @@ class V1Models(PerSeedArtifact):
 
     kind = "convmemory_v1"
     PUBLISHED_NOTE = "trained on seed 23's dev conversations: leaks on 4 of 5 seeds"
-    # measured on LoCoMo (~600 windows a question), dense teacher: 234 s for seed 7's 1,039 dev questions on one
-    # torch thread (0.24-0.26 s a question again on a shared 2-core CPU); small per-question tensors, so more
-    # threads do not speed it up (SCALES_WITH_THREADS stays False)
-    UNIT, SECONDS_PER_UNIT = "questions", 0.23
+    # measured on LoCoMo (~600 windows a question), dense teacher, on an idle 2-core CPU: 103-162 s for seeds
+    # 11, 23, 31 and 47 (842-1,040 dev questions, 0.12-0.16 s a question); beside other jobs it took up to twice
+    # that (0.24-0.27 s). Small per-question tensors, so more threads do not speed it up (SCALES_WITH_THREADS
+    # stays False)
+    UNIT, SECONDS_PER_UNIT = "questions", 0.14
     # a cross-encoder teacher scores each question's whole pool: measured on one thread, seed 7, a MiniLM
     # teacher over 500 plain pairs: 4,385 s for 1,039 questions against 234 s with the dense cosine
     TEACHER_SECONDS_PER_QUESTION = 4.0
