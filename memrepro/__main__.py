@@ -135,12 +135,13 @@ def main(argv: list[str] | None = None) -> int:
         rest = [a for a in rest if a != PLAN_FLAGS[name]]
         os.environ[PLAN_ONLY_ENV] = "1"
     if name in HYDRA_COMMANDS:
+        from memrepro.cli.args import usage_error
         from memrepro.hydra_internals import hydra_usage_error
 
         problem = hydra_usage_error(rest)
         if problem:  # argparse would print its usage block; the contract is one line
-            print(f"memrepro: error: python -m memrepro {name}: {problem}; `python -m memrepro {name} --help` lists "
-                  "the config groups and options", file=sys.stderr)
+            print(usage_error(f"python -m memrepro {name}", problem, "the config groups and options"),
+                  file=sys.stderr)
             return EXIT_BAD_INPUT
     sys.argv = [f"memrepro {name}", *rest]
     _hydra_errors_in_one_line()

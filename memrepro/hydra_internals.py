@@ -17,17 +17,17 @@ Hydra version ``pyproject.toml`` pins):
 
 from __future__ import annotations
 
+import importlib
 from typing import Any, Callable
 
 from hydra._internal import utils as _utils
 from hydra._internal.config_loader_impl import ConfigLoaderImpl as _ConfigLoaderImpl
 from hydra._internal.config_loader_impl import get_overrides_dirname as _get_overrides_dirname
-import importlib
 
 HYDRA_VERSION = "1.3.8"  # the version these names were read from; pyproject.toml pins it
 
-__all__ = ["apply_overrides_to_config", "basic_sweeper", "hydra_usage_error", "locate", "overrides_dirname", "report_errors_with",
-           "HYDRA_VERSION"]
+__all__ = ["apply_overrides_to_config", "basic_sweeper", "hydra_usage_error", "locate", "overrides_dirname",
+           "report_errors_with", "HYDRA_VERSION"]
 
 
 def basic_sweeper() -> type:

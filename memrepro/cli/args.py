@@ -13,9 +13,14 @@ from typing import NoReturn
 from memrepro.errors import EXIT_BAD_INPUT
 
 
+def usage_error(prog: str, message: str, listed: str = "the options") -> str:
+    """The one line of a usage mistake: the command, what is wrong, and where the valid options are listed."""
+    return f"memrepro: error: {prog}: {message}; `{prog} --help` lists {listed}"
+
+
 class ArgumentParser(argparse.ArgumentParser):
     """``argparse.ArgumentParser`` whose usage errors are one line on stderr and exit code 2 (its sub-parsers too)."""
 
     def error(self, message: str) -> NoReturn:
-        print(f"memrepro: error: {self.prog}: {message}; `{self.prog} --help` lists the options", file=sys.stderr)
+        print(usage_error(self.prog, message), file=sys.stderr)
         sys.exit(EXIT_BAD_INPUT)

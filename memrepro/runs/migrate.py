@@ -8,8 +8,8 @@ retriever: one whose ``ALGORITHM_VERSION`` has been bumped since is left in plac
 recorded in the flat parameter form is hashed in today's nested form (``nest_flat_config``); where that is not
 exactly what the runner composes, the run is simply recomputed. Rankings, metrics and rows are copied unchanged;
 ``metrics.json`` is rewritten at the current schema with the new id (``run_id``, ``provenance.config_hash``,
-``migrated_from``; run it while no run computes), and ``run.trec``'s tag column carries the new id. Anything that does not verify is left where it
-is and named. Eval runs (scored run files) keep their ids.
+``migrated_from``; run it while no run computes), and ``run.trec``'s tag column carries the new id. Anything that
+does not verify is left where it is and named. Eval runs (scored run files) keep their ids.
 """
 
 from __future__ import annotations
@@ -23,8 +23,8 @@ from typing import Any, Callable, Mapping
 from omegaconf import DictConfig, OmegaConf
 
 from memrepro.provenance import config_hash
-from memrepro.runs.folder import COMPLETE, RunWriter, discard, is_hidden, run_problem
 from memrepro.retrievers.rfmem.params import nest_flat_config
+from memrepro.runs.folder import COMPLETE, RunWriter, discard, is_hidden, run_problem
 from memrepro.runs.identity import run_id_payload, semantic_config
 from memrepro.runs.record import SCHEMA_VERSION, RunRecord
 
