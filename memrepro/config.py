@@ -312,6 +312,8 @@ class RunConfig:
     first_stage: Any = param(None, in_run_id=False)
     cross_encoder: Any = param(None, in_run_id=False)
     arm: str = param("full_text", one_of(*ARMS), in_run_id=False)
+    # the entry of conf/experiments.yaml a run was launched as (`+experiment=<name>`, `experiments`): a label
+    condition: Optional[str] = param(None, changes_results=False)
 
 
 @dataclass
@@ -384,6 +386,9 @@ def register_configs() -> None:
     for group, schemas in GROUP_SCHEMAS.items():
         for name, schema in schemas.items():
             store.store(group=group, name=name, node=schema)
+    from memrepro.experiments import register_presets
+
+    register_presets()
 
 
 register_configs()

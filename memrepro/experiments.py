@@ -1,5 +1,11 @@
 """The declared experiment list (``conf/experiments.yaml``): parse it, and run what the tables still need.
 
+Each entry is one condition, declared once: its name, its command line (overrides), and, for the conditions a
+paper table compares, the table cell(s) it fills (``paper:`` the table, the reference number's key, the row). From
+that one entry come its command (``python -m memrepro experiments``), its preset (``+experiment=<name>`` for a
+single run; :func:`register_presets`), the name its runs record (``condition``) and the table row that shows its
+run (``memrepro/tables/conditions.py`` finds the run whose settings equal the entry's composed config).
+
 Each entry becomes one ``python -m memrepro run`` (``-m`` for sweeps) or ``train`` command line, run as a child
 process so a failure is reported per entry and the next one still runs. Nothing is skipped here by guessing:
 the runner skips a configuration whose results folder is complete, and trained models are found by recipe hash
@@ -9,9 +15,11 @@ second pass costs one dataset load and model load per entry.
 
 from __future__ import annotations
 
+import itertools
 import subprocess
 import sys
 import time
+from functools import lru_cache
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
@@ -23,10 +31,30 @@ from memrepro.paths import CONFIG_DIR
 
 DEFAULT_LIST = CONFIG_DIR / "experiments.yaml"
 KINDS = ("run", "train")
+PRESET_GROUP = "experiment"  # `+experiment=<name>`: a single-run entry as a Hydra preset
+CONDITION_KEY = "condition"  # the run config key that records which entry a run was launched as
 
 
 class ExperimentListError(MemreproError):
     """The experiment list is malformed (names the file, the entry and the field)."""
+
+
+@dataclass(frozen=True)
+class PaperCell:
+    """Where a condition's run stands in a paper table.
+
+    ``reference``: the dotted key of the number it is compared with (``memrepro/reference``: the paper's numbers, or
+    the official code's for a calibration table). ``row``: the condition whose row this run fills instead (a subset
+    of its split seeds; of a row's runs the one over the most seeds is shown); unset, its own row. ``label``: the
+    row's name when the table does not describe it from the run. ``missing``: what the row says while no run of it
+    exists; unset, the row is left out until its run exists.
+    """
+
+    table: str
+    reference: str | None = None
+    row: str | None = None
+    label: str | None = None
+    missing: str | None = None
 
 
 @dataclass(frozen=True)
@@ -37,8 +65,26 @@ class Experiment:
     sweep: bool = False
     optional: bool = False
     needs_model: str | None = None
-    feeds: tuple[str, ...] = ()
+    feeds: tuple[str, ...] = ()  # every table or figure that reads its runs (its paper tables included)
     cost: str = ""
+    paper: tuple[PaperCell, ...] = ()
+
+    def cells(self, table: str) -> list[PaperCell]:
+        return [cell for cell in self.paper if cell.table == table]
+
+    def points(self) -> list[list[str]]:
+        """The override lists of the runs this entry makes: one, or one per point of a sweep's grid."""
+        if not self.sweep:
+            return [list(self.overrides)]
+        from hydra.core.override_parser.overrides_parser import OverridesParser
+
+        choices = []
+        for override in OverridesParser.create().parse_overrides(list(self.overrides)):
+            key = override.get_key_element()
+            values = list(override.sweep_string_iterator()) if override.is_sweep_override() else \
+                [override.get_value_element_as_str()]
+            choices.append([f"{key}={value}" for value in values])
+        return [list(point) for point in itertools.product(*choices)]
 
     def commands(self, common: Sequence[str]) -> list[list[str]]:
         """The child command lines; ``common`` overrides first, the entry's own win on the same key.
@@ -50,6 +96,8 @@ class Experiment:
         own = list(self.overrides)
         own_keys = {_key(o) for o in own}
         merged = [o for o in common if _key(o) not in own_keys] + own if self.kind == "run" else own
+        if self.kind == "run" and not self.sweep:
+            merged.append(f"{CONDITION_KEY}={self.name}")  # recorded by the run; no ranking depends on it
         head = [sys.executable, "-m", "memrepro", self.kind, *(["-m"] if self.sweep else [])]
         for i, override in enumerate(merged):
             key, _, value = override.partition("=")
@@ -107,9 +155,79 @@ def load_experiments(path: str | Path = DEFAULT_LIST) -> tuple[list[str], list[E
         kind = entry.get("kind", "run")
         if kind not in KINDS:
             raise ExperimentListError(f"{where}: field 'kind' is {kind!r}; expected one of {KINDS}")
-        values: dict[str, Any] = {**entry, "overrides": tuple(overrides), "feeds": tuple(entry.get("feeds") or ())}
+        paper = _paper_cells(entry.get("paper"), where)
+        feeds = tuple(dict.fromkeys([*(entry.get("feeds") or ()), *(cell.table for cell in paper)]))
+        values: dict[str, Any] = {**entry, "overrides": tuple(overrides), "feeds": feeds, "paper": paper}
         experiments.append(Experiment(**values))
+    by_name = {e.name: e for e in experiments}
+    for experiment in experiments:
+        for cell in experiment.paper:
+            if cell.row is not None and not (cell.row in by_name and by_name[cell.row].cells(cell.table)):
+                raise ExperimentListError(f"{path}: experiment {experiment.name!r}: paper row {cell.row!r} is not an "
+                                          f"entry with a cell in table {cell.table!r}; name one that is")
     return list(common), experiments
+
+
+def _paper_cells(value: Any, where: str) -> tuple[PaperCell, ...]:
+    """An entry's ``paper:`` (one cell or a list of cells), each a mapping of :class:`PaperCell`'s fields."""
+    if value is None:
+        return ()
+    cells = value if isinstance(value, list) else [value]
+    allowed = set(PaperCell.__dataclass_fields__)
+    parsed = []
+    for i, cell in enumerate(cells):
+        if not isinstance(cell, dict) or not isinstance(cell.get("table"), str):
+            raise ExperimentListError(f"{where}: paper cell #{i} must be a mapping with a 'table' name")
+        unknown = sorted(set(cell) - allowed)
+        if unknown:
+            raise ExperimentListError(f"{where}: paper cell #{i}: unknown field(s) {unknown}; allowed: {sorted(allowed)}")
+        wrong = sorted(k for k, v in cell.items() if v is not None and not isinstance(v, str))
+        if wrong:
+            raise ExperimentListError(f"{where}: paper cell #{i}: field(s) {wrong} must be text")
+        parsed.append(PaperCell(**cell))
+    return tuple(parsed)
+
+
+def preset_node(experiment: Experiment) -> dict[str, Any]:
+    """A single-run entry as a global Hydra config: its config-group choices as ``override`` defaults, its value
+    overrides as nested values, and its name under ``condition``. Composes to the entry's command line."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    defaults: list[Any] = ["_self_"]
+    node: dict[str, Any] = {CONDITION_KEY: experiment.name}
+    for override in OverridesParser.create().parse_overrides(list(experiment.overrides)):
+        key = override.get_key_element().lstrip("+~")
+        if override.is_sweep_override() or override.is_delete():
+            raise ExperimentListError(f"experiment {experiment.name!r}: {override.input_line!r} cannot be a preset "
+                                      "value (a sweep or a deletion)")
+        if "." not in key and (CONFIG_DIR / key).is_dir():
+            defaults.append({f"override /{key}": override.value()})
+            continue
+        *parents, leaf = key.split(".")
+        target = node
+        for part in parents:
+            target = target.setdefault(part, {})
+        target[leaf] = override.value()
+    return {"defaults": defaults, **node}
+
+
+@lru_cache(maxsize=1)
+def register_presets(path: str | Path = DEFAULT_LIST) -> tuple[str, ...]:
+    """Every single-run entry of the list as ``+experiment=<name>`` (Hydra's ConfigStore, group ``experiment``);
+    returns the names. A list that cannot be read registers nothing here: ``experiments`` reports it."""
+    from hydra.core.config_store import ConfigStore
+
+    try:
+        _, experiments = load_experiments(path)
+    except ExperimentListError:
+        return ()
+    store = ConfigStore.instance()
+    names = []
+    for experiment in experiments:
+        if experiment.kind == "run" and not experiment.sweep:
+            store.store(group=PRESET_GROUP, name=experiment.name, node=preset_node(experiment), package="_global_")
+            names.append(experiment.name)
+    return tuple(names)
 
 
 def _model_available(name: str) -> bool:

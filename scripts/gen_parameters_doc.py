@@ -35,6 +35,7 @@ from omegaconf import MISSING, OmegaConf  # noqa: E402
 
 import memrepro.config  # noqa: E402,F401  (registers every schema)
 from memrepro import validate  # noqa: E402
+from memrepro.experiments import DEFAULT_LIST, PRESET_GROUP, load_experiments  # noqa: E402
 
 PAGE = REPO / "docs" / "parameters.md"
 CONF = REPO / "conf"
@@ -42,7 +43,7 @@ CONF = REPO / "conf"
 COMMANDS = {"run_schema": "run", "train_schema": "train", "eval_schema": "eval"}
 # config groups in reading order (any other group follows alphabetically)
 GROUP_ORDER = ("dataset", "encoder", "retriever", "recollection", "cross_encoder", "first_stage", "model",
-               "experiment", "metrics", "paths")
+               "metrics", "paths")
 # what a group selects, for the presets section
 GROUP_NOTES = {
     "dataset": "the benchmark (`dataset=<option>`)",
@@ -52,7 +53,6 @@ GROUP_NOTES = {
     "cross_encoder": "the cascade's and `fullpool_trained`'s cross-encoders (`cross_encoder=<option>`)",
     "first_stage": "the cascade's first stage (`first_stage=<option>`)",
     "model": "which models `python -m memrepro train` prepares (`model=<option>`)",
-    "experiment": "one paper experiment: dataset + encoder + retriever (`+experiment=<option>`)",
     "metrics": "the metrics scored (`metrics=<option>`)",
     "paths": "where data, results, caches and models live (`paths=<option>`)",
 }
@@ -258,7 +258,7 @@ def _schemas() -> tuple[dict[str, type], dict[str, dict[str, type]]]:
         if entry.endswith(".yaml"):
             if entry[:-5] in COMMANDS:
                 top[entry[:-5]] = OmegaConf.get_type(store.load(entry).node)
-        elif entry != "hydra":
+        elif entry not in ("hydra", PRESET_GROUP):  # the experiment presets are the list's entries, not schemas
             for option in store.list(entry):
                 groups.setdefault(entry, {})[option[:-5]] = OmegaConf.get_type(store.load(f"{entry}/{option}").node)
     return top, groups
@@ -330,6 +330,19 @@ def _presets(group: str) -> Iterator[str]:
     yield ""
 
 
+def _experiment_presets() -> Iterator[str]:
+    """The single-run entries of the experiment list, each a preset (``memrepro.experiments.register_presets``)."""
+    yield from ("### experiment options", "",
+                f"Selects one declared condition (`+experiment=<option>`): every single-run entry of "
+                f"`conf/{DEFAULT_LIST.name}` is a preset of its overrides, and its runs record its name "
+                "(`condition`).", "", "| option | overrides | paper tables / outputs |", "|---|---|---|")
+    for experiment in load_experiments(DEFAULT_LIST)[1]:
+        if experiment.kind == "run" and not experiment.sweep:
+            overrides = " ".join(f"`{_cell(o)}`" for o in experiment.overrides)
+            yield f"| `{experiment.name}` | {overrides} | {', '.join(experiment.feeds) or '—'} |"
+    yield ""
+
+
 # ------------------------------------------------------------------------------------------------------ page
 
 def render() -> str:
@@ -362,6 +375,7 @@ def render() -> str:
             "presets.", ""]
     for group in _group_order(p.name for p in CONF.iterdir() if p.is_dir()):
         out += _presets(group)
+    out += _experiment_presets()
     return "\n".join(out).rstrip() + "\n"
 
 

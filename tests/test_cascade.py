@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -222,7 +223,19 @@ def test_train_smoke_then_cascade_end_to_end(tmp_path: Path, fixtures_dir: Path)
     # the tables command reads these runs back (results only, nothing rerun) and labels what is not comparable
     from memrepro.cli.tables import main as tables_main
 
-    assert tables_main(["--results", str(tmp_path / "results"), "--resamples", "200"]) == 0
+    # the rows are the conditions a list declares: these runs' own settings (a fixture file, a fake encoder)
+    listing = tmp_path / "experiments.yaml"
+    paper = "convmemory.headline_locomo.methods."
+    settings = ["dataset=locomo", *common, "dataset.seeds=[7]", "cross_encoder.recipe.limit_queries=4"]
+    listing.write_text(yaml.safe_dump({"experiments": [
+        {"name": "dense", "overrides": [*settings, "retriever=dense"],
+         "paper": {"table": "convmemory_locomo", "reference": paper + "raw_dense_mpnet", "label": "raw dense"}},
+        {"name": "cascade", "overrides": [*settings, "retriever=cascade", "first_stage=dense"],
+         "paper": [{"table": "convmemory_locomo"}, {"table": "convmemory_ablation"}]},
+        {"name": "pool", "overrides": [*settings, "retriever=fullpool_trained", "retriever.pool=5"],
+         "paper": {"table": "convmemory_locomo", "reference": paper + "mxbai_rerank_large_v1_top500"}}]}))
+    assert tables_main(["--results", str(tmp_path / "results"), "--resamples", "200",
+                        "--experiments", str(listing)]) == 0
     table = (tmp_path / "results" / "tables" / "convmemory_locomo.md").read_text()
     assert "raw dense" in table
     assert ("v2 cascade over raw dense (our CE, v2 recipe, head_lr=0.001, lr=0.0001 (cross_encoder=trained_head_lr)) "

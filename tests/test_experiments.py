@@ -67,7 +67,7 @@ def test_command_lines_merge_common_and_split_group_sweeps(tmp_path: Path) -> No
         ["-m", "runtime.progress=false", "retriever=a", "retriever.alpha=0.1,0.2", "latency.batch1_queries=0"],
         ["-m", "runtime.progress=false", "retriever=b", "retriever.alpha=0.1,0.2", "latency.batch1_queries=0"]]
     assert plain.commands(common)[0][4:] == ["runtime.progress=false", "latency.batch1_queries=200",
-                                             "retriever=cascade", "first_stage=dense"]
+                                             "retriever=cascade", "first_stage=dense", "condition=one"]
 
 
 @pytest.mark.integration
@@ -111,8 +111,52 @@ def test_cli_only_selects_by_table(capsys: pytest.CaptureFixture) -> None:
     assert main(["--only", "convmemory_calibration", "--dry-run"]) == 0
     out = capsys.readouterr().out
     ran = [line.split("]")[0].lstrip("[") for line in out.splitlines() if line.startswith("[")]
-    assert ran == ["convmemory_v1_models", "locomo_convmemory_v1_calibration",
+    assert ran == ["locomo_dense_mpnet", "convmemory_v1_models", "locomo_convmemory_v1_calibration",
                    "locomo_convmemory_v1_gold_only_calibration"]
     assert "retriever.model.recipe.pairwise_weight=0.0" in out
     assert main(["--only", "no_such_table"]) == 2
     assert "no such entry or table" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("paper, message", [
+    ({"reference": "x"}, "paper cell #0 must be a mapping with a 'table' name"),
+    ({"table": "t", "colour": "red"}, "paper cell #0: unknown field(s) ['colour']"),
+    ([{"table": "t"}, {"table": "t", "label": 3}], "paper cell #1: field(s) ['label'] must be text"),
+    ({"table": "t", "row": "nobody"}, "paper row 'nobody' is not an entry with a cell in table 't'"),
+])
+def test_malformed_paper_cells_are_refused(tmp_path: Path, paper: object, message: str) -> None:
+    path = _write(tmp_path, {"experiments": [{"name": "a", "overrides": [], "paper": paper}]})
+    with pytest.raises(ExperimentListError) as error:
+        load_experiments(path)
+    assert message in str(error.value) and "experiment 'a'" in str(error.value)
+
+
+def test_paper_tables_are_fed_and_sweeps_expand_to_their_points(tmp_path: Path) -> None:
+    _, (grid,) = load_experiments(_write(tmp_path, {"experiments": [
+        {"name": "grid", "sweep": True, "feeds": ["figure"], "paper": {"table": "t"},
+         "overrides": ["dataset=locomo", "arm=a,b", "retriever.k=1,2"]}]}))
+    assert grid.feeds == ("figure", "t")
+    assert grid.points() == [["dataset=locomo", "arm=a", "retriever.k=1"], ["dataset=locomo", "arm=a", "retriever.k=2"],
+                             ["dataset=locomo", "arm=b", "retriever.k=1"], ["dataset=locomo", "arm=b", "retriever.k=2"]]
+
+
+def test_every_single_run_entry_is_a_preset_that_composes_to_its_command_line() -> None:
+    """``+experiment=<name>`` and the entry's overrides give the same run (settings equal as a run id sees them),
+    and the preset records the entry's name; the paper presets of the README are among them."""
+    from hydra import compose, initialize_config_dir
+
+    import memrepro.config  # noqa: F401
+    from memrepro.experiments import register_presets
+    from memrepro.runs.identity import semantic_config
+
+    _, experiments = load_experiments(DEFAULT_LIST)
+    single = [e for e in experiments if e.kind == "run" and not e.sweep]
+    assert register_presets() == tuple(e.name for e in single)
+    assert {"rfmem_table2_r5", "rfmem_table2_r10", "recollection_table2_r5", "recollection_table2_r10",
+            "rfmem_table3_minilm", "recollection_table3_minilm"} <= set(register_presets())
+    with initialize_config_dir(config_dir=str(CONF), version_base=None):
+        for experiment in single:
+            preset = compose("config", overrides=[f"+experiment={experiment.name}"])
+            typed = compose("config", overrides=list(experiment.overrides))
+            assert semantic_config(preset) == semantic_config(typed), experiment.name
+            assert preset.condition == experiment.name and typed.condition is None

@@ -14,7 +14,6 @@ from conftest import run_record
 
 from memrepro.cli import tables as tables_cli
 from memrepro.reference import reference_at
-from memrepro.runs.identity import algorithm_versions
 from memrepro.tables import rfmem
 from memrepro.tables.render import write_table
 from memrepro.tables.reproduction import Cell, summary_line
@@ -306,122 +305,6 @@ def test_variant_tables_test_each_alternative_against_basic_kmeans(tmp_path: Pat
     verdicts = {c.verdict for c in built.cells if c.row.endswith("/ Recollection") and c.column == "R@5 Overall"
                 and c.ours is not None}
     assert verdicts == {rfmem.ENCODERS["multi-qa-MiniLM-L6-cos-v1"][1]}  # MiniLM stand-in: never a verdict
-
-
-def test_convmemory_tables_mark_significant_deltas_and_give_cells(tmp_path: Path) -> None:
-    from dataclasses import asdict
-
-    from memrepro.datasets.locomo import SPLIT_SEEDS
-    from memrepro.retrievers.arms import ARMS
-    from memrepro.tables.convmemory import (FULLPOOL_REASON, ablation_table, cost_notes, main_table,
-                                             reproduction_cells, select)
-    from memrepro.training.recipes import CrossEncoderRecipe, V1Recipe
-
-    units = [f"q{i}" for i in range(60)]
-
-    def locomo_run(name: str, retriever: dict[str, Any], mrr: list[float], batch1_ms: float | None = None,
-                   described: dict[str, Any] | None = None, seeds: tuple[int, ...] = SPLIT_SEEDS) -> None:
-        folder = tmp_path / "runs" / "locomo" / name / "all-mpnet-base-v2" / hashlib.sha256(
-            json.dumps(retriever, sort_keys=True).encode()).hexdigest()[:16]
-        folder.mkdir(parents=True)
-        config = {"dataset": {"evidence_rule": "exact", "file": "locomo/locomo10.json", "seeds": list(seeds)},
-                  "retriever": retriever, "encoder": {"model": "sentence-transformers/all-mpnet-base-v2"}}
-        (folder / "config.yaml").write_text(yaml.safe_dump(config))
-        mean = sum(mrr) / len(mrr)
-        values = {"mrr": mean, "hit@1": 0.2, "recall_list@10": 0.5, "hit@10": 0.6}
-        metrics = run_record(dataset="locomo", n_total=len(units),
-                             summary={"split_mean": values, "split_std": {k: 0.01 for k in values}, "pooled": values},
-                             latency={"batch1": {"n": 10, "mean_ms": batch1_ms} if batch1_ms else {"n": 0},
-                                      "batched_amortized_ms_per_query": (batch1_ms or 1.0) / 2},
-                             retriever={"name": name, **(described or {})}, encoder={"label": "mpnet"},
-                             provenance={"created": "2026-12-01T08:00:00+0000",
-                                         "algorithm_versions": algorithm_versions(retriever)})  # computed today
-        (folder / "metrics.json").write_text(json.dumps(metrics))
-        rows = [{"split": "7", "query_id": q, "excluded": None, "metrics": {"mrr": v}} for q, v in zip(units, mrr)]
-        (folder / "queries.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-        (folder / "COMPLETE").write_text("")
-
-    dense = {"_target_": "memrepro.retrievers.dense.DenseRetriever", "mode": "full"}
-    base = [0.5 if i % 2 else 0.25 for i in range(60)]
-    locomo_run("dense", dense, base)
-    v1 = {"_target_": "memrepro.retrievers.convmemory_v1.ConvMemoryV1Retriever", "window_mode": "candidate_local",
-          "model": {"_target_": "memrepro.training.convmemory_v1.V1Models", "recipe": asdict(V1Recipe()),
-                    "path": None, "published": None}}
-    v1_label = {"model": "per-seed retrained, dense-cosine teacher", "recipe_hash": "abc"}
-    v1_mrr = [v + 0.25 for v in base]  # +0.25 on every question
-    locomo_run("convmemory_v1", v1, v1_mrr, batch1_ms=100.0, described=v1_label)
-    ours_ce = {"_target_": "memrepro.training.cross_encoder.TrainedCrossEncoders",
-               "recipe": asdict(CrossEncoderRecipe()), "published": None, "path": None}
-    ce_label = {"cross_encoder": "seed47 (fine-tuned by memrepro from MiniLM)"}
-    cascade = {"_target_": "memrepro.retrievers.cascade.CascadeRetriever", "cross_encoder": ours_ce}
-    locomo_run("cascade", {**cascade, "first_stage": v1, "arm": "full_text"},
-               [v - 0.25 * (i % 3 == 0) for i, v in enumerate(v1_mrr)], batch1_ms=170.0,
-               described={**ce_label, "first_stage": {"name": "convmemory_v1", **v1_label}})
-    locomo_run("cascade", {**cascade, "first_stage": dense, "arm": "full_text"},
-               [v + 0.25 * (i % 3 == 0) for i, v in enumerate(base)], batch1_ms=80.0, described=ce_label)
-    locomo_run("cascade", {**cascade, "first_stage": dense, "arm": "scalar_only"},
-               [v + 0.25 * (i % 3 == 0) for i, v in enumerate(base)], described=ce_label)
-    # an arm of another recipe over v1: its own family, never compared with the v2-recipe full-text control
-    head_lr_ce = {**ours_ce, "recipe": {**ours_ce["recipe"], "head_lr": 1e-3}}
-    locomo_run("cascade", {**cascade, "cross_encoder": head_lr_ce, "first_stage": v1, "arm": "no_memory_text"},
-               [v - 0.25 for v in v1_mrr], described={**ce_label, "first_stage": {"name": "convmemory_v1", **v1_label}})
-    locomo_run("cascade", {**cascade, "cross_encoder": head_lr_ce, "first_stage": dense, "arm": "full_text"},
-               base, batch1_ms=100.0, described=ce_label)
-    # one full pool per recipe of our per-seed models (the config names dense as their training stage), each
-    # timed against the cascade over dense with the same models, not against another recipe's; the head_lr one ran
-    # on split seed 7 only
-    fullpool = {"_target_": "memrepro.retrievers.fullpool.FullPoolRetriever", "first_stage": dense, "pool": 500}
-    for ce, batch1_ms, seeds in ((ours_ce, 2000.0, SPLIT_SEEDS), (head_lr_ce, 4000.0, (7,))):
-        locomo_run("fullpool", {**fullpool, "cross_encoder": {**ce, "record_stage": dense}}, base, batch1_ms=batch1_ms,
-                   described=ce_label, seeds=seeds)
-    selected = select(complete_runs(tmp_path))
-    assert selected["fullpool"] is None and len(selected["fullpool_trained"]) == 2
-    main = main_table(selected, resamples=500).set_index("method")
-    v1_row = main.loc["ConvMemory v1, per-seed retrained, dense-cosine teacher"]
-    assert v1_row["FULL MRR"].endswith(" *") and v1_row["model"] == "v1: per-seed retrained, dense-cosine teacher [abc]"
-    cascade_row = main.loc["v1 + v2 cascade (v1: per-seed retrained, dense-cosine teacher; our CE, v2 recipe "
-                           "(cross_encoder=trained))"]
-    assert cascade_row["ΔMRR vs v1 [95% CI], p"].startswith("-0.0833")  # against its own first stage, paired
-    assert main.loc["v2 cascade over raw dense (our CE, v2 recipe (cross_encoder=trained))", "FULL MRR"].endswith(" *")
-    assert not main.loc["raw dense (MPNet)", "FULL MRR"].endswith("*")
-    pool_rows = [m for m in main.index if m.startswith("full-pool cross-encoder (top-500) (our CE")]
-    assert sorted(pool_rows) == ["full-pool cross-encoder (top-500) (our CE, v2 recipe (cross_encoder=trained), "
-                                 "trained on dense's top lists)",
-                                 "full-pool cross-encoder (top-500) (our CE, v2 recipe, head_lr=0.001, trained on "
-                                 "dense's top lists) (seeds 7 only)"]
-    assert main.loc[pool_rows[0], "model"] == "CE: seed{…} (fine-tuned by memrepro from MiniLM)"  # one per seed
-    assert main.loc["full-pool cross-encoder (top-500), published model", "FULL MRR"].startswith("not run: mixedbread")
-    assert main.loc["ConvMemory v1, published checkpoint (leaks on 4 of 5 seeds)", "FULL MRR"].startswith("not run")
-    notes = " ".join(cost_notes(selected))
-    assert "v1 + v2 / v1: batch-1 1.70×" in notes
-    assert "cross-encoders: our CE, v2 recipe (cross_encoder=trained), trained on dense's top lists): batch-1 25.00×" \
-        in notes  # 2000 / 80 ms
-    assert "head_lr=0.001, trained on dense's top lists): batch-1 40.00×" in notes  # 4000 / 100
-    ablation = ablation_table(selected, resamples=500)
-    # two families ran a corrupted arm: (dense, v2 recipe) and (v1, head_lr); the v1 family ranks first
-    assert len(ablation) == 10 and list(ablation["arm"][:5]) == list(ARMS)
-    v1_family, dense_family = ablation.iloc[:5].set_index("arm"), ablation.iloc[5:].set_index("arm")
-    no_text = v1_family.loc["no_memory_text"]
-    assert no_text["first stage"].startswith("v1: per-seed retrained") and "head_lr=0.001" in no_text["cross-encoder"]
-    assert v1_family.loc["full_text", "ours FULL MRR"] == "not run"  # the head_lr control was not run
-    assert no_text["Δ vs full text [95% CI], p"] == ""  # so no delta against the other recipe's control
-    assert no_text["Δ vs first stage [95% CI], p"].startswith("-0.2500")  # against the v1 it reranks
-    assert not dense_family.loc["scalar_only", "ours FULL MRR"].endswith("*")  # same rows as full text: Δ = 0
-    assert dense_family.loc["scalar_only", "first stage"] == "raw dense"
-    assert dense_family.loc["scalar_only", "Δ vs full text [95% CI], p"].startswith("+0.0000")
-    cells = {(c.table, c.row, c.column): c for c in reproduction_cells(selected)}
-    assert cells[("convmemory_locomo", "raw dense (MPNet)", "H@1")].verdict == "OKish"  # 0.2 vs 0.1937
-    assert cells[("convmemory_locomo", "raw dense (MPNet)", "Hit@10")].verdict == "FAIL"  # 0.6 vs 0.5894
-    published = cells[("convmemory_locomo", "full-pool cross-encoder (top-500), published model", "R@10")]
-    assert published.verdict.startswith("missing: mixedbread-ai")
-    ours = cells[("convmemory_locomo", sorted(pool_rows)[0], "R@10")]
-    assert ours.ours == 0.5 and ours.verdict == FULLPOOL_REASON
-    one_seed = cells[("convmemory_locomo", sorted(pool_rows)[1].removesuffix(" (seeds 7 only)"), "R@10")]
-    assert one_seed.verdict == FULLPOOL_REASON + " (seeds 7 only)"  # never read as a five-seed mean
-    v1_cell = cells[("convmemory_locomo", "ConvMemory v1, per-seed retrained, dense-cosine teacher", "FULL MRR")]
-    assert v1_cell.verdict.startswith("not comparable: per-seed retrained")
-    assert cells[("convmemory_ablation", "no_memory_text", "FULL MRR")].verdict.startswith("not comparable: each arm")
-    assert cells[("convmemory_ablation", "full_text", "FULL MRR")].verdict == "missing: not run"  # the v1 family's
 
 
 def test_table3_marks_significant_differences_in_the_frame(tmp_path: Path) -> None:

@@ -16,6 +16,7 @@ from pathlib import Path
 import pandas as pd
 
 from memrepro.cli.args import ArgumentParser
+from memrepro.experiments import DEFAULT_LIST, load_experiments
 from memrepro.runs.kept import KeptRuns
 from memrepro.tables import rfmem
 from memrepro.tables.convmemory import (ablation_table, calibration_table, cost_notes, main_table,
@@ -116,6 +117,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = ArgumentParser(prog="python -m memrepro tables", description=__doc__)
     parser.add_argument("--results", default=os.environ.get("MEMREPRO_RESULTS_DIR", "results"))
     parser.add_argument("--resamples", type=int, default=10_000, help="paired bootstrap resamples (seed 13)")
+    parser.add_argument("--experiments", default=str(DEFAULT_LIST),
+                        help="the experiment list whose declared conditions are the tables' rows (default: %(default)s)")
     parser.add_argument("--kept", default=os.environ.get("MEMREPRO_KEPT_DIR", "results/kept"),
                         help="kept runs (python -m memrepro keep), restored into results/runs first")
     parser.add_argument("--report", default=None,
@@ -138,7 +141,7 @@ def main(argv: list[str] | None = None) -> int:
               "`python -m memrepro run ...`) first", file=sys.stderr)
         return 1
     out = Path(args.results) / "tables"
-    selected = select(runs)
+    selected = select(runs, load_experiments(args.experiments))
     pending = [
         Pending("convmemory_locomo", "ConvMemory LoCoMo (5 conversation-level seeds; mean ± std of seed means)",
                 main_table(selected, args.resamples), [CONVMEMORY_LEGEND, *cost_notes(selected), SOURCE]),
@@ -146,7 +149,7 @@ def main(argv: list[str] | None = None) -> int:
                 [CONVMEMORY_LEGEND, SOURCE]),
         Pending("convmemory_calibration",
                 "ConvMemory v1 training calibration: seed 23 (937 test questions) vs the official code",
-                calibration_table(runs), [CALIBRATION])]
+                calibration_table(selected), [CALIBRATION])]
     cells = reproduction_cells(selected)
     more, rfmem_cells = rfmem_tables(runs, args.resamples)
     pending += more

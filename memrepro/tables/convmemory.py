@@ -1,10 +1,11 @@
 """ConvMemory's LoCoMo tables (main comparison and v2 ablation) from our runs, with the published numbers beside.
 
-Rows come from complete runs under ``results/``: raw dense (MPNet, full ranking), ConvMemory v1 per variant
-(recipe / published checkpoint / window mode), v1 + v2 (the cascade over v1), the cascade over raw dense, the
-full-pool cross-encoders, and each ablation arm; plus the seed-23 calibration against the official code. A row
-over fewer than the protocol's five seeds says so; deltas are paired bootstraps over the (seed, question) units
-both runs share.
+Each row is a condition declared for the table in ``conf/experiments.yaml`` (``paper:``: the table, the reference
+number, the row), shown with the complete run of that condition (``memrepro/tables/conditions.py``): raw dense
+(MPNet, full ranking), ConvMemory v1 per variant, v1 + v2 (the cascade over v1), the cascade over raw dense, the
+full-pool cross-encoders, each ablation arm, and the seed-23 calibration against the official code. A row that
+declares no label is named from its run's config (recipe, checkpoint, window mode). A row over fewer than the
+protocol's five seeds says so; deltas are paired bootstraps over the (seed, question) units both runs share.
 """
 
 from __future__ import annotations
@@ -17,23 +18,20 @@ import pandas as pd
 
 from memrepro.datasets.locomo import SPLIT_SEEDS
 from memrepro.evaluation.significance import PairedResult, paired_bootstrap
+from memrepro.experiments import Experiment, PaperCell
 from memrepro.reference import calibration_value, reference_value
 from memrepro.retrievers.arms import ARMS
+from memrepro.tables.conditions import TableRow, declared, table_rows
 from memrepro.tables.reproduction import Cell
 from memrepro.tables.runs import Run
 
 SEEDS = SPLIT_SEEDS  # the protocol's five; a run over fewer says so
+CALIBRATION_SEED = 23  # the split the official code trains and evaluates on
 FULLPOOL_ROW = "full-pool cross-encoder (top-500)"
-FULLPOOL_TRAINED = f"{FULLPOOL_ROW}, our per-seed checkpoints"  # the row's name while none ran
 FULLPOOL = f"{FULLPOOL_ROW}, published model"
 COLUMNS = {"mrr": "FULL MRR", "hit@1": "H@1", "recall_list@10": "R@10", "hit@10": "Hit@10"}
-PAPER = "convmemory.headline_locomo.methods."
 PAPER_KEYS = {"mrr": "mrr", "hit@1": "hit_at_1", "recall_list@10": "recall_at_10", "hit@10": "hit_at_10"}
 ARM_PAPER = "convmemory.v2_ablation_locomo.arms."
-
-
-def _is_locomo(run: Run) -> bool:
-    return run.dataset == "locomo" and run.config["dataset"].get("evidence_rule") == "exact"
 
 
 def _not_comparable(run: Run) -> str:
@@ -97,62 +95,25 @@ def _v1_variant(config: dict[str, Any]) -> str:
     return f"{_model_key(config.get('model'))}|{config.get('window_mode', 'candidate_local')}"
 
 
-def _pick(runs: list[Run]) -> Run | None:
-    """The run closest to the paper's protocol: comparable first (MPNet, original file), then the most seeds."""
-    return max(runs, key=lambda r: (not _not_comparable(r), len(set(r.seeds) & set(SEEDS)), r.created,
-                                    r.folder.name), default=None)
+def select(runs: list[Run], declared_list: tuple[list[str], list[Experiment]] | None = None) -> dict[str, Any]:
+    """The ConvMemory tables' rows, each the run of a condition declared for it (``memrepro.tables.conditions``).
 
-
-def _group(runs: list[Run], key) -> dict[str, Run]:
-    groups: dict[str, list[Run]] = {}
-    for run in runs:
-        groups.setdefault(key(run), []).append(run)
-    return {k: _pick(v) for k, v in groups.items()}
-
-
-def select(runs: list[Run]) -> dict[str, Any]:
-    """Every ConvMemory row: raw dense, v1 per variant, cascades per (first stage, cross-encoder, arm), full pools."""
-    locomo = [r for r in runs if _is_locomo(r)]
-    by_kind: dict[str, list[Run]] = {}
-    for run in locomo:
-        by_kind.setdefault(_kind(run.retriever), []).append(run)
-    v1 = _group(by_kind.get("v1", []), lambda r: _v1_variant(r.retriever))
-    cascades = by_kind.get("cascade", [])
-    over_dense = [r for r in cascades if _kind(r.retriever.get("first_stage") or {}) == "dense"]
-    over_v1 = [r for r in cascades if _kind(r.retriever.get("first_stage") or {}) == "v1"]
-    full_text = lambda rs: [r for r in rs if r.retriever.get("arm", "full_text") == "full_text"]  # noqa: E731
-    fullpools = by_kind.get("fullpool", [])
-    return {"dense": _pick(by_kind.get("dense", [])), "v1": v1, "ablation": _ablation_families(cascades),
-            "v1_v2": _group(full_text(over_v1), lambda r: _v1_variant(r.retriever["first_stage"]) + "|" +
-                            _model_key(r.retriever.get("cross_encoder"))),
-            "over_dense": _group(full_text(over_dense), lambda r: _model_key(r.retriever.get("cross_encoder"))),
-            "fullpool": _pick([r for r in fullpools if not _per_seed(r)]),
-            "fullpool_trained": _group([r for r in fullpools if _per_seed(r)],
-                                       lambda r: _model_key(r.retriever.get("cross_encoder")))}
-
-
-def _stage_key(run: Run) -> str:
-    stage = run.retriever.get("first_stage") or {}
-    return "dense" if _kind(stage) == "dense" else "v1|" + _v1_variant(stage)
-
-
-def _ablation_families(cascades: list[Run]) -> list[dict[str, Run]]:
-    """The cascades with our trained cross-encoders, one family per (first stage, recipe), each ``{arm: run}``: an
-    arm retrains its family's recipe with its corruption (the arm is not part of the recipe key). Families with
-    more corrupted arms first, then over v1 (the paper's ablation), then the most seeds."""
-    families: dict[tuple[str, str], list[Run]] = {}
-    for run in cascades:
-        ce = _model_key(run.retriever.get("cross_encoder"))
-        if ce.startswith("recipe:"):
-            families.setdefault((_stage_key(run), ce), []).append(run)
-    grouped = [(_group(runs, lambda r: r.retriever.get("arm", "full_text")), key) for key, runs in families.items()]
-
-    def rank(item: tuple[dict[str, Run], tuple[str, str]]) -> tuple:
-        arms, (stage, _) = item
-        full = arms.get("full_text")
-        return (len(set(arms) - {"full_text"}), stage.startswith("v1|"),
-                len(set(full.seeds) & set(SEEDS)) if full else 0, max(r.created for r in arms.values()))
-    return [arms for arms, _ in sorted(grouped, key=rank, reverse=True)]
+    ``main`` / ``calibration``: the rows of each table in declared order; ``dense``: the raw dense row's run (every
+    delta's baseline); ``v1``: the v1 rows' runs by variant (a cascade's first stage is found among them by its
+    config); ``ablation``: per arm, the run of the ablation's conditions with that arm."""
+    declared_list = declared_list or declared()
+    main = table_rows("convmemory_locomo", runs, declared_list)
+    shown = [row.run for row in main if row.run is not None]
+    ablation: dict[str, list[Run]] = {}
+    for row in table_rows("convmemory_ablation", runs, declared_list):
+        for run in row.runs:
+            ablation.setdefault(run.retriever.get("arm", "full_text"), []).append(run)
+    return {"main": main,
+            "dense": next((run for run in shown if _kind(run.retriever) == "dense"), None),
+            "v1": {_v1_variant(run.retriever): run for run in reversed(shown) if _kind(run.retriever) == "v1"},
+            "ablation": {arm: TableRow(arm, PaperCell("convmemory_ablation"), found).run
+                         for arm, found in ablation.items()},
+            "calibration": table_rows("convmemory_calibration", runs, declared_list)}
 
 
 def _per_seed(run: Run) -> bool:
@@ -276,43 +237,37 @@ def _v1_text(config: dict[str, Any], described: dict[str, Any]) -> str:
     return text + ("" if mode == "candidate_local" else f", window_mode={mode}")
 
 
-MISSING_ROWS = (
-    ("ConvMemory v1, published checkpoint (leaks on 4 of 5 seeds)", "convmemory_v1",
-     "not run: Purdy0228/ConvMemory-LoCoMo-MPNet is not available offline (retriever=convmemory_v1_published)"),
-    ("v1 + v2 cascade, published checkpoints", "convmemory_v1_plus_v2",
-     "not run: the published checkpoints are not available offline (retriever=cascade_published)"),
-)
+def _describe(run: Run) -> str:
+    """A row's name from its run's config, for rows that do not declare one (``label:``)."""
+    kind = _kind(run.retriever)
+    if kind == "v1":
+        return f"ConvMemory v1, {_v1_text(run.retriever, run.record.retriever)}"
+    if kind == "cascade":
+        stage = run.retriever.get("first_stage") or {}
+        ce = _ce_text(run.retriever.get("cross_encoder"))
+        if _kind(stage) == "dense":
+            return f"v2 cascade over raw dense ({ce})"
+        return f"v1 + v2 cascade (v1: {_v1_text(stage, run.record.retriever.get('first_stage') or {})}; {ce})"
+    if kind == "fullpool" and _per_seed(run):
+        return f"{FULLPOOL_ROW} ({_ce_text(run.retriever.get('cross_encoder'))})"
+    return FULLPOOL if kind == "fullpool" else "raw dense (MPNet)"
 
 
 def main_rows(selected: dict[str, Any]) -> list[tuple[str, Run | None, str | None, Run | None, str]]:
-    """``(label, run, paper key, first-stage run, reason when not run)`` in table order."""
+    """``(label, run, reference key, first-stage run, reason when not run)`` in declared order; a row whose
+    condition has not run is shown only when it declares what to say (``missing:``)."""
     dense, v1 = selected["dense"], selected["v1"]
-    rows: list[tuple[str, Run | None, str | None, Run | None, str]] = [
-        ("raw dense (MPNet)", dense, "raw_dense_mpnet", None, "not run")]
-    default = _default_v1_variant()
-    for variant, run in sorted(v1.items(), key=lambda kv: (kv[0] != default, kv[0])):
-        rows.append((f"ConvMemory v1, {_v1_text(run.retriever, run.record.retriever)}", run, "convmemory_v1",
-                     dense, ""))
-    for key, run in sorted(selected["v1_v2"].items()):
-        first = v1.get(_v1_variant(run.retriever["first_stage"]))
-        stage = run.record.retriever.get("first_stage") or {}
-        rows.append((f"v1 + v2 cascade (v1: {_v1_text(run.retriever['first_stage'], stage)}; "
-                     f"{_ce_text(run.retriever.get('cross_encoder'))})", run, "convmemory_v1_plus_v2", first, ""))
-    for key, run in sorted(selected["over_dense"].items()):
-        rows.append((f"v2 cascade over raw dense ({_ce_text(run.retriever.get('cross_encoder'))})", run, None,
-                     dense, ""))
-    pools = sorted(selected["fullpool_trained"].items())  # one row per recipe of our per-seed models
-    for key, run in pools:
-        rows.append((f"{FULLPOOL_ROW} ({_ce_text(run.retriever.get('cross_encoder'))})", run,
-                     "mxbai_rerank_large_v1_top500", dense, ""))
-    if not pools:
-        rows.append((FULLPOOL_TRAINED, None, "mxbai_rerank_large_v1_top500", dense, "not run"))
-    rows.append((FULLPOOL, selected["fullpool"], "mxbai_rerank_large_v1_top500", dense,
-                 "not run: mixedbread-ai/mxbai-rerank-large-v1 weights are not available offline"))
-    have_published = {label.split(",")[0] for label, run, *_ in rows if run is not None and "published" in label}
-    for label, paper_key, reason in MISSING_ROWS:
-        if label.split(",")[0] not in have_published:
-            rows.append((label, None, paper_key, None, reason))
+    rows: list[tuple[str, Run | None, str | None, Run | None, str]] = []
+    for row in selected["main"]:
+        run, cell = row.run, row.cell
+        if run is None:
+            if cell.missing is not None:
+                rows.append((cell.label or row.name, None, cell.reference, None, cell.missing))
+            continue
+        stage = run.retriever.get("first_stage") or {}
+        first = (v1.get(_v1_variant(stage)) if _kind(run.retriever) == "cascade" and _kind(stage) == "v1"
+                 else None if run is dense else dense)
+        rows.append((cell.label or _describe(run), run, cell.reference, first, ""))
     return rows
 
 
@@ -320,7 +275,7 @@ def main_table(selected: dict[str, Any], resamples: int = 10_000) -> pd.DataFram
     dense = selected["dense"]
     headline_v1 = selected["v1"].get(_default_v1_variant())
     table = []
-    for label, run, paper_key, first, reason in main_rows(selected):
+    for label, run, reference, first, reason in main_rows(selected):
         row: dict[str, Any] = {"method": label}
         if run is None:
             row.update({c: reason if i == 0 else "" for i, c in enumerate(COLUMNS.values())})
@@ -343,10 +298,10 @@ def main_table(selected: dict[str, Any], resamples: int = 10_000) -> pd.DataFram
                 else headline_v1
             if versus_v1 is not None and run is not versus_v1 and run is not dense:
                 row["ΔMRR vs v1 [95% CI], p"] = _delta_text(_mrr_delta(run, versus_v1, resamples))
-        if paper_key:
-            prefix = "mxbai-rerank-large-v1: " if paper_key.startswith("mxbai") else ""
+        if reference:
+            prefix = "mxbai-rerank-large-v1: " if _method(reference).startswith("mxbai") else ""
             row["paper (R@10 / MRR / H@1 / Hit@10)"] = prefix + " / ".join(
-                f"{reference_value(PAPER + paper_key + '.' + PAPER_KEYS[m]):.4f}"
+                f"{reference_value(reference + '.' + PAPER_KEYS[m]):.4f}"
                 for m in ("recall_list@10", "mrr", "hit@1", "hit@10"))
         table.append(row)
     return pd.DataFrame(table).fillna("")
@@ -357,13 +312,18 @@ def cost_notes(selected: dict[str, Any]) -> list[str]:
     scripts/bench_convmemory.py measures them side by side in one process)."""
     notes = []
     default = _default_v1_variant()
-    v1 = selected["v1"].get(default)
-    v1_v2 = next((r for k, r in selected["v1_v2"].items() if k.startswith(default)), None)
-    pairs = [("v1 + v2 / v1", v1_v2, v1, f"paper {reference_value('convmemory.headline_locomo.v2_vs_v1.latency_ratio_v1_plus_v2_over_v1'):.2f}×")]
-    for key, pool in sorted(selected["fullpool_trained"].items()):  # each full pool beside the cascade of its models
-        ce = pool.retriever.get("cross_encoder")
+    shown = [run for _, run, *_ in main_rows(selected) if run is not None]
+    cascades = [run for run in shown if _kind(run.retriever) == "cascade"]
+    v1_v2 = next((run for run in cascades if _v1_variant(run.retriever.get("first_stage") or {}) == default
+                  and _kind(run.retriever["first_stage"]) == "v1"), None)
+    ratio = reference_value("convmemory.headline_locomo.v2_vs_v1.latency_ratio_v1_plus_v2_over_v1")
+    pairs = [("v1 + v2 / v1", v1_v2, selected["v1"].get(default), f"paper {ratio:.2f}×")]
+    over_dense = {_model_key(run.retriever.get("cross_encoder")): run for run in reversed(cascades)
+                  if _kind(run.retriever.get("first_stage") or {}) == "dense"}
+    for pool in (run for run in shown if _kind(run.retriever) == "fullpool" and _per_seed(run)):
+        ce = pool.retriever.get("cross_encoder")  # each full pool beside the cascade of its models
         pairs.append((f"full pool / cascade over dense (the same per-seed cross-encoders: {_ce_text(ce)})", pool,
-                      selected["over_dense"].get(_same_models_key(ce)), "paper 68× with mxbai-large as the pool model"))
+                      over_dense.get(_same_models_key(ce)), "paper 68× with mxbai-large as the pool model"))
     for name, a, b, paper in pairs:
         if a is None or b is None:
             continue
@@ -377,37 +337,22 @@ def cost_notes(selected: dict[str, Any]) -> list[str]:
     return notes
 
 
-def calibration_table(runs: list[Run]) -> pd.DataFrame:
-    """Seed 23, window_mode=full, dense-cosine teacher and gold-only: ours beside the official code's numbers."""
-    key = "convmemory_v1_seed23.methods."
-    seed23 = [r for r in runs if _is_locomo(r) and 23 in r.seeds and not _not_comparable(r)]
+def calibration_table(selected: dict[str, Any]) -> pd.DataFrame:
+    """Seed 23 (the official code's split), each declared condition beside the official code's numbers."""
     rows = []
-    for label, ref, match in (
-            ("raw dense", "raw_dense", lambda c: _kind(c) == "dense"),
-            ("v1, dense-cosine teacher, window_mode=full", "v1_dense_teacher",
-             lambda c: _kind(c) == "v1" and c.get("window_mode") == "full" and _calibration_recipe(c, 1.0)),
-            ("v1, gold-only, window_mode=full", "v1_gold_only",
-             lambda c: _kind(c) == "v1" and c.get("window_mode") == "full" and _calibration_recipe(c, 0.0))):
-        run = _pick([r for r in seed23 if match(r.retriever)])
-        row: dict[str, Any] = {"method": label}
+    for table_row in selected["calibration"]:
+        run, reference = table_row.run, table_row.cell.reference
+        row: dict[str, Any] = {"method": table_row.cell.label or table_row.name}
         for metric, column in COLUMNS.items():
-            theirs = calibration_value(key + ref + "." + PAPER_KEYS[metric])
-            ours = _seed_value(run, 23, metric) if run is not None else None
-            row[f"{column} ours"] = f"{ours:.4f}" if ours is not None else "not run"
+            theirs = calibration_value(f"{reference}.{PAPER_KEYS[metric]}")
+            ours = _seed_value(run, CALIBRATION_SEED, metric) if run is not None else None
+            row[f"{column} ours"] = f"{ours:.4f}" if ours is not None else (table_row.cell.missing or "not run")
             row[f"{column} official"] = f"{theirs:.3f}"
             if ours is not None:
                 delta = ours - theirs
                 row[f"{column} ours"] += f" ({delta:+.4f}{'' if abs(delta) <= 0.01 + 5e-4 else ' MISS'})"
         rows.append(row)
     return pd.DataFrame(rows)
-
-
-def _calibration_recipe(config: dict[str, Any], pairwise_weight: float) -> bool:
-    model = config.get("model") or {}
-    recipe = model.get("recipe") or {}
-    return (not model.get("published") and not model.get("path") and recipe.get("teacher") == "dense"
-            and recipe.get("first_rank_target") == "best_gold" and recipe.get("epochs") == 1
-            and float(recipe.get("pairwise_weight", 1.0)) == pairwise_weight and recipe.get("init_seed") is None)
 
 
 def _seed_value(run: Run, seed: int, metric: str) -> float | None:
@@ -421,32 +366,30 @@ def _batch1_ms(run: Run | None) -> float | None:
 
 
 def ablation_table(selected: dict[str, Any], resamples: int = 10_000) -> pd.DataFrame:
-    """One block per family (first stage, cross-encoder recipe) that ran a corrupted arm; when none did, the first
-    family's full-text control with the arms marked not run. Deltas: against the family's own full-text arm and
-    against its first stage (raw dense or the v1 variant it reranks), paired over the arm's (seed, question) rows."""
-    families = selected["ablation"]
-    shown = [f for f in families if set(f) - {"full_text"}] or families[:1] or [{}]
+    """One row per arm, each the run of the ablation's declared conditions with that arm (the full-text control
+    included). Deltas: against the full-text arm and against the arm's first stage (raw dense or the v1 variant
+    it reranks), paired over the arm's (seed, question) rows."""
+    arms = selected["ablation"]
+    full = arms.get("full_text")
     rows = []
-    for arms in shown:
-        full = arms.get("full_text")
-        for arm in ARMS:
-            run = arms.get(arm)
-            row: dict[str, Any] = {"arm": arm, "paper FULL MRR": f"{reference_value(ARM_PAPER + arm):.4f}"}
-            if run is None:
-                row["ours FULL MRR"] = "not run"
-                rows.append(row)
-                continue
-            row["arm"] += _seed_note(run)
-            row["ours FULL MRR"] = _cell(run, "mrr")
-            row["first stage"] = _stage_text(run)
-            row["cross-encoder"] = _ce_text(run.retriever.get("cross_encoder"))  # which recipe this arm ran
-            for name, other in (("vs full text", full), ("vs first stage", _first_stage_run(run, selected))):
-                if other is not None and other is not run:
-                    test = _mrr_delta(run, other, resamples)
-                    row[f"Δ {name} [95% CI], p"] = _delta_text(test)
-                    if name == "vs full text" and test.significant:
-                        row["ours FULL MRR"] += " *"
+    for arm in ARMS:
+        run = arms.get(arm)
+        row: dict[str, Any] = {"arm": arm, "paper FULL MRR": f"{reference_value(ARM_PAPER + arm):.4f}"}
+        if run is None:
+            row["ours FULL MRR"] = "not run"
             rows.append(row)
+            continue
+        row["arm"] += _seed_note(run)
+        row["ours FULL MRR"] = _cell(run, "mrr")
+        row["first stage"] = _stage_text(run)
+        row["cross-encoder"] = _ce_text(run.retriever.get("cross_encoder"))  # which recipe this arm ran
+        for name, other in (("vs full text", full), ("vs first stage", _first_stage_run(run, selected))):
+            if other is not None and other is not run:
+                test = _mrr_delta(run, other, resamples)
+                row[f"Δ {name} [95% CI], p"] = _delta_text(test)
+                if name == "vs full text" and test.significant:
+                    row["ours FULL MRR"] += " *"
+        rows.append(row)
     return pd.DataFrame(rows).fillna("")
 
 
@@ -473,30 +416,35 @@ ARM_REASON = ("not comparable: each arm retrains our offline cross-encoder recip
               "retrains its v2 model; the paper's harness and base model differ")
 
 
+def _method(reference: str) -> str:
+    """The paper's method a reference key names (``convmemory.headline_locomo.methods.convmemory_v1`` → its last
+    part), which says why our per-seed models are not comparable with it."""
+    return reference.rsplit(".", 1)[-1]
+
+
 def reproduction_cells(selected: dict[str, Any]) -> list[Cell]:
     """Every ConvMemory cell beside the paper's: raw dense is the paper's own setting; the rest carry a reason."""
     cells: list[Cell] = []
-    for label, run, paper_key, _, missing in main_rows(selected):
-        if paper_key is None:
+    for label, run, reference, _, missing in main_rows(selected):
+        if reference is None:
             continue
+        method = _method(reference)
         if run is None:
             reason = "missing: " + missing.removeprefix("not run: ") if missing != "not run" else "missing: not run"
-        elif paper_key == "raw_dense_mpnet":
+        elif method == "raw_dense_mpnet":
             reason = _not_comparable(run).strip(" []")
         elif "published" in _model_label(run):
             reason = ""
         else:
-            reason = {"convmemory_v1": V1_REASON, "convmemory_v1_plus_v2": CASCADE_REASON}.get(paper_key,
-                                                                                           FULLPOOL_REASON)
+            reason = {"convmemory_v1": V1_REASON, "convmemory_v1_plus_v2": CASCADE_REASON}.get(method, FULLPOOL_REASON)
         if run is not None:
             reason = _subset_reason(reason, run)
         for metric, column in COLUMNS.items():
-            paper = reference_value(PAPER + paper_key + "." + PAPER_KEYS[metric])
+            paper = reference_value(f"{reference}.{PAPER_KEYS[metric]}")
             ours = None if run is None else run.record.summary.split_mean.get(metric)
             cells.append(Cell("convmemory_locomo", label, column, ours, paper, reason))
-    primary = selected["ablation"][0] if selected["ablation"] else {}
     for arm in ARMS:
-        run = primary.get(arm)
+        run = selected["ablation"].get(arm)
         ours = None if run is None else run.record.summary.split_mean.get("mrr")
         reason = "missing: not run" if run is None else ARM_REASON + _seed_note(run)  # e.g. "(seeds 7 only)"
         cells.append(Cell("convmemory_ablation", arm, "FULL MRR", ours, reference_value(ARM_PAPER + arm), reason))

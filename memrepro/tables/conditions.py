@@ -1,0 +1,84 @@
+"""A paper table's rows from the conditions declared for it (``paper:`` in ``conf/experiments.yaml``).
+
+A row is a declared condition; its run is the complete run whose settings equal the condition's composed config
+(Hydra composes the entry's overrides, and the two configs are compared without the settings that change no
+ranking or metric, as a run id is). Nothing is guessed from a run's config: a run the list does not declare is
+in no paper table (``leaderboard`` and ``compare`` show any run). A row may have several conditions (subsets of
+its split seeds): of their runs, the one over the most seeds is shown, then the newest. A run records the
+condition it was launched as (``condition``); one whose settings no longer equal that entry's is reported, not
+shown.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass, field
+from typing import Any, Callable, Sequence
+
+from memrepro.experiments import CONDITION_KEY, DEFAULT_LIST, Experiment, PaperCell, load_experiments
+from memrepro.runs.identity import semantic_config
+from memrepro.tables.runs import Run
+
+
+@dataclass
+class TableRow:
+    """One row of a paper table: the declaring condition, its cell, and the runs of the row's conditions."""
+
+    name: str
+    cell: PaperCell
+    runs: list[Run] = field(default_factory=list)
+
+    @property
+    def run(self) -> Run | None:
+        """The run the row shows: the most split seeds, then the newest, then the folder name."""
+        return max(self.runs, key=lambda r: (len(r.seeds), r.created, r.folder.name), default=None)
+
+
+def declared(path: str = str(DEFAULT_LIST)) -> tuple[list[str], list[Experiment]]:
+    return load_experiments(path)
+
+
+def table_rows(table: str, runs: Sequence[Run], declared_list: tuple[list[str], list[Experiment]] | None = None,
+               warn: Callable[[str], None] | None = None) -> list[TableRow]:
+    """The rows of ``table`` in declared order, each with the runs whose settings equal one of its conditions."""
+    common, experiments = declared_list or declared()
+    warn = warn or (lambda message: print(f"memrepro: warning: {message}", file=sys.stderr))
+    rows: dict[str, TableRow] = {}
+    owners: dict[str, str] = {}  # condition name -> its row's name
+    for experiment in experiments:
+        for cell in experiment.cells(table):
+            owner = cell.row or experiment.name
+            owners[experiment.name] = owner
+            if owner == experiment.name:
+                rows[owner] = TableRow(owner, cell)
+            else:
+                rows.setdefault(owner, TableRow(owner, cell))
+    members = [e for e in experiments if e.name in owners]
+    recorded = {run.folder: semantic_config(run.config) for run in runs}
+    for experiment, settings in zip(members, _composed(members, common)):
+        for run in runs:
+            if recorded[run.folder] in settings:
+                rows[owners[experiment.name]].runs.append(run)
+            elif run.config.get(CONDITION_KEY) == experiment.name:
+                warn(f"{run.folder} was launched as condition {experiment.name!r}, whose declaration has changed "
+                     f"since; it is not shown for it (rerun `python -m memrepro run +experiment={experiment.name}`)")
+    return list(rows.values())
+
+
+def _composed(experiments: Sequence[Experiment], common: Sequence[str]) -> list[list[dict[str, Any]]]:
+    """Per experiment, the settings of each run it makes (one per sweep point), as a run id sees them."""
+    from hydra import compose, initialize_config_dir
+
+    import memrepro.config  # noqa: F401  (registers the schemas and the presets)
+    from memrepro.paths import CONFIG_DIR
+
+    composed = []
+    with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base=None):
+        for experiment in experiments:
+            points = []
+            for overrides in experiment.points():
+                keys = {o.split("=", 1)[0].lstrip("+~") for o in overrides}
+                line = [o for o in common if o.split("=", 1)[0].lstrip("+~") not in keys] + overrides
+                points.append(semantic_config(compose("config", overrides=line)))
+            composed.append(points)
+    return composed
