@@ -17,6 +17,7 @@ from omegaconf import MISSING
 
 from memrepro.datasets import locomo, longmemeval, personabench, personamem  # their allowed names (no torch)
 from memrepro.errors import ConfigError
+from memrepro.experiments import register_presets
 from memrepro.limits import DEFAULT_CHUNK_BYTES
 from memrepro.models.convmemory_v1_shape import V1_DEFAULT_SHAPE
 from memrepro.retrievers.arms import ARMS
@@ -386,8 +387,6 @@ def register_configs() -> None:
     for group, schemas in GROUP_SCHEMAS.items():
         for name, schema in schemas.items():
             store.store(group=group, name=name, node=schema)
-    from memrepro.experiments import register_presets
-
     register_presets()
 
 

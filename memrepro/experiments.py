@@ -93,9 +93,7 @@ class Experiment:
         (``retriever=a,b``) together with a key inside that group (``retriever.alpha=…``) fails validation
         against the group's default. Such an entry becomes one sweep per choice.
         """
-        own = list(self.overrides)
-        own_keys = {_key(o) for o in own}
-        merged = [o for o in common if _key(o) not in own_keys] + own if self.kind == "run" else own
+        merged = with_common(common, self.overrides) if self.kind == "run" else list(self.overrides)
         if self.kind == "run" and not self.sweep:
             merged.append(f"{CONDITION_KEY}={self.name}")  # recorded by the run; no ranking depends on it
         head = [sys.executable, "-m", "memrepro", self.kind, *(["-m"] if self.sweep else [])]
@@ -118,6 +116,12 @@ class Outcome:
 
 def _key(override: str) -> str:
     return override.split("=", 1)[0].lstrip("+~")
+
+
+def with_common(common: Sequence[str], own: Sequence[str]) -> list[str]:
+    """A run's overrides: the list's ``common`` ones first, except where the entry sets the same key (its own win)."""
+    own_keys = {_key(o) for o in own}
+    return [o for o in common if _key(o) not in own_keys] + list(own)
 
 
 def load_experiments(path: str | Path = DEFAULT_LIST) -> tuple[list[str], list[Experiment]]:
@@ -214,12 +218,15 @@ def preset_node(experiment: Experiment) -> dict[str, Any]:
 @lru_cache(maxsize=1)
 def register_presets(path: str | Path = DEFAULT_LIST) -> tuple[str, ...]:
     """Every single-run entry of the list as ``+experiment=<name>`` (Hydra's ConfigStore, group ``experiment``);
-    returns the names. A list that cannot be read registers nothing here: ``experiments`` reports it."""
+    returns the names. A list that cannot be read registers nothing, with one warning line: every command that
+    does not read the list still works, and ``experiments`` / ``tables`` refuse it with the entry and field named."""
     from hydra.core.config_store import ConfigStore
 
     try:
         _, experiments = load_experiments(path)
-    except ExperimentListError:
+    except ExperimentListError as exc:
+        print(f"memrepro: warning: {exc}; no +experiment=<name> preset is available until it is fixed",
+              file=sys.stderr)
         return ()
     store = ConfigStore.instance()
     names = []

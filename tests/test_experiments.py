@@ -160,3 +160,12 @@ def test_every_single_run_entry_is_a_preset_that_composes_to_its_command_line() 
             typed = compose("config", overrides=list(experiment.overrides))
             assert semantic_config(preset) == semantic_config(typed), experiment.name
             assert preset.condition == experiment.name and typed.condition is None
+
+
+def test_a_broken_list_registers_no_preset_and_says_so(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    from memrepro.experiments import register_presets
+
+    path = _write(tmp_path, {"experiments": [{"name": "a", "overrides": "x=1"}]})
+    assert register_presets(path) == ()
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "field 'overrides' must be a list" in err and "no +experiment=<name>" in err

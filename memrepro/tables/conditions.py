@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import sys
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any, Callable, Sequence
 
-from memrepro.experiments import CONDITION_KEY, DEFAULT_LIST, Experiment, PaperCell, load_experiments
+from memrepro.experiments import CONDITION_KEY, Experiment, PaperCell, load_experiments, with_common
 from memrepro.runs.identity import semantic_config
 from memrepro.tables.runs import Run
 
@@ -34,15 +35,11 @@ class TableRow:
         return max(self.runs, key=lambda r: (len(r.seeds), r.created, r.folder.name), default=None)
 
 
-def declared(path: str = str(DEFAULT_LIST)) -> tuple[list[str], list[Experiment]]:
-    return load_experiments(path)
-
-
 def table_rows(table: str, runs: Sequence[Run], declared_list: tuple[list[str], list[Experiment]] | None = None,
                warn: Callable[[str], None] | None = None) -> list[TableRow]:
     """The rows of ``table`` in declared order, each with the runs whose settings equal one of its conditions."""
-    common, experiments = declared_list or declared()
-    warn = warn or (lambda message: print(f"memrepro: warning: {message}", file=sys.stderr))
+    common, experiments = declared_list or load_experiments()
+    warn = warn or _warn_once
     rows: dict[str, TableRow] = {}
     owners: dict[str, str] = {}  # condition name -> its row's name
     for experiment in experiments:
@@ -55,7 +52,8 @@ def table_rows(table: str, runs: Sequence[Run], declared_list: tuple[list[str], 
                 rows.setdefault(owner, TableRow(owner, cell))
     members = [e for e in experiments if e.name in owners]
     recorded = {run.folder: semantic_config(run.config) for run in runs}
-    for experiment, settings in zip(members, _composed(members, common)):
+    for experiment in members:
+        settings = _composed(experiment, tuple(common))
         for run in runs:
             if recorded[run.folder] in settings:
                 rows[owners[experiment.name]].runs.append(run)
@@ -65,20 +63,23 @@ def table_rows(table: str, runs: Sequence[Run], declared_list: tuple[list[str], 
     return list(rows.values())
 
 
-def _composed(experiments: Sequence[Experiment], common: Sequence[str]) -> list[list[dict[str, Any]]]:
-    """Per experiment, the settings of each run it makes (one per sweep point), as a run id sees them."""
+_SAID: set[str] = set()  # the warnings this process printed: a run stale for two tables is named once
+
+
+def _warn_once(message: str) -> None:
+    if message not in _SAID:
+        _SAID.add(message)
+        print(f"memrepro: warning: {message}", file=sys.stderr)
+
+
+@lru_cache(maxsize=None)
+def _composed(experiment: Experiment, common: tuple[str, ...]) -> list[dict[str, Any]]:
+    """The settings of each run an entry makes (one per sweep point), as a run id sees them."""
     from hydra import compose, initialize_config_dir
 
     import memrepro.config  # noqa: F401  (registers the schemas and the presets)
     from memrepro.paths import CONFIG_DIR
 
-    composed = []
     with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base=None):
-        for experiment in experiments:
-            points = []
-            for overrides in experiment.points():
-                keys = {o.split("=", 1)[0].lstrip("+~") for o in overrides}
-                line = [o for o in common if o.split("=", 1)[0].lstrip("+~") not in keys] + overrides
-                points.append(semantic_config(compose("config", overrides=line)))
-            composed.append(points)
-    return composed
+        return [semantic_config(compose("config", overrides=with_common(common, point)))
+                for point in experiment.points()]

@@ -18,10 +18,10 @@ import pandas as pd
 
 from memrepro.datasets.locomo import SPLIT_SEEDS
 from memrepro.evaluation.significance import PairedResult, paired_bootstrap
-from memrepro.experiments import Experiment, PaperCell
+from memrepro.experiments import Experiment, PaperCell, load_experiments
 from memrepro.reference import calibration_value, reference_value
 from memrepro.retrievers.arms import ARMS
-from memrepro.tables.conditions import TableRow, declared, table_rows
+from memrepro.tables.conditions import TableRow, table_rows
 from memrepro.tables.reproduction import Cell
 from memrepro.tables.runs import Run
 
@@ -101,7 +101,7 @@ def select(runs: list[Run], declared_list: tuple[list[str], list[Experiment]] | 
     ``main`` / ``calibration``: the rows of each table in declared order; ``dense``: the raw dense row's run (every
     delta's baseline); ``v1``: the v1 rows' runs by variant (a cascade's first stage is found among them by its
     config); ``ablation``: per arm, the run of the ablation's conditions with that arm."""
-    declared_list = declared_list or declared()
+    declared_list = declared_list or load_experiments()
     main = table_rows("convmemory_locomo", runs, declared_list)
     shown = [row.run for row in main if row.run is not None]
     ablation: dict[str, list[Run]] = {}
