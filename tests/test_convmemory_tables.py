@@ -224,8 +224,9 @@ def test_a_new_condition_is_one_entry(tmp_path: Path) -> None:
                                                    "retriever.model.recipe.pairwise_weight=0.0"],
              "cost": "8 min", "paper": {"table": "convmemory_locomo", "reference": M + "convmemory_v1",
                                         "label": "ConvMemory v1, gold-only"}}
+    unlabelled = {"name": "bm25", "overrides": [*LOCOMO, "retriever=bm25"], "paper": {"table": "convmemory_locomo"}}
     listing = tmp_path / "experiments.yaml"
-    listing.write_text(yaml.safe_dump({"experiments": [*CONDITIONS, entry]}, sort_keys=False))
+    listing.write_text(yaml.safe_dump({"experiments": [*CONDITIONS, unlabelled, entry]}, sort_keys=False))
     new_list = load_experiments(listing)
     added = new_list[1][-1]
     assert added.feeds == ("convmemory_locomo",)
@@ -235,9 +236,12 @@ def test_a_new_condition_is_one_entry(tmp_path: Path) -> None:
     root = tmp_path / "results"
     _write_runs(root)
     _run(root, entry["overrides"], V1_MRR, batch1_ms=90.0, described=V1_LABEL, condition="v1_gold_only")
+    _run(root, unlabelled["overrides"], BASE)
     selected = select(complete_runs(root), new_list)
     main = main_table(selected, resamples=200).set_index("method")
     assert main.loc["ConvMemory v1, gold-only", "FULL MRR"].startswith(f"{sum(V1_MRR) / 60:.4f}")
+    assert list(main.index)[-2:] == ["bm25 (all-mpnet-base-v2)", "ConvMemory v1, gold-only"]  # declared order;
+    # a row without a label is named from its run: the retriever and the encoder, never another method's name
     cells = [c for c in reproduction_cells(selected) if c.row == "ConvMemory v1, gold-only"]
     assert len(cells) == 4 and cells[0].paper == 0.5824
     assert experiments_main(["--file", str(listing), "--only", "v1_gold_only", "--dry-run"]) == 0

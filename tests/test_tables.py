@@ -17,7 +17,7 @@ from memrepro.reference import reference_at
 from memrepro.tables import rfmem
 from memrepro.tables.render import write_table
 from memrepro.tables.reproduction import Cell, summary_line
-from memrepro.tables.runs import complete_runs
+from memrepro.tables.runs import complete_runs, dotted
 
 CATS = {"Basic_information_easy": ("Basic Info", 110), "Social_easy": ("Social Info", 53),
         "Preference_easy": ("Pref Easy", 26), "Preference_hard": ("Pref Hard", 41)}
@@ -97,11 +97,12 @@ def _flat_record(settings: dict[str, Any]) -> dict[str, Any]:
 
 def _write_run(root: Path, name: str, encoder: str, retriever: dict[str, Any], overall: dict[str, float],
                categories: dict[str, dict[str, float]], per_query: dict[str, dict[str, float]],
-               dataset: str = "personabench", routing: dict | None = None, created: str = "2026-01-01") -> Path:
+               dataset: str = "personabench", routing: dict | None = None, created: str = "2026-01-01",
+               config: dict[str, Any] | None = None) -> Path:
     identity = json.dumps([name, encoder, retriever, overall], sort_keys=True)
     folder = root / "runs" / dataset / name / encoder / hashlib.sha256(identity.encode()).hexdigest()[:16]
     folder.mkdir(parents=True)
-    config = {"dataset": {"noise": "0.0"}, "retriever": _nested(retriever), "encoder": {"model": encoder}}
+    config = config or {"dataset": {"noise": "0.0"}, "retriever": _nested(retriever), "encoder": {"model": encoder}}
     (folder / "config.yaml").write_text(yaml.safe_dump(config))
     cat_doc = {key: {"name": CATS[key][0], "n": CATS[key][1], "splits": {}, "split_mean": {}, "split_std": {},
                      "pooled": values} for key, values in categories.items()}
@@ -120,8 +121,20 @@ def _paper(method: str, k: int) -> dict[str, float]:
     return reference_at("rfmem", "table_2", "models", "all-mpnet-base-v2", method, f"recall_at_{k}")
 
 
-def _pb_fixture(root: Path, *, recollection_shift: float = 0.0) -> None:
-    """mpnet runs that reproduce Table 2 exactly, except Recollection R@5 Basic Info (off by ``shift``)."""
+def _composed(overrides: list[str]) -> dict[str, Any]:
+    """The config a run of ``overrides`` records (Hydra's composition, resolved)."""
+    from hydra import compose, initialize_config_dir
+    from omegaconf import OmegaConf
+
+    from memrepro.paths import CONFIG_DIR
+
+    with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base=None):
+        return OmegaConf.to_container(compose("config", overrides=overrides), resolve=True)
+
+
+def _pb_fixture(root: Path, *, recollection_shift: float = 0.0, composed: bool = False) -> None:
+    """mpnet runs that reproduce Table 2 exactly, except Recollection R@5 Basic Info (off by ``shift``). ``composed``:
+    each run's config is the one its declared condition's command records (hand-written partial configs else)."""
     queries = [f"q{i}" for i in range(40)]
     for method, name in (("familiarity", "familiarity"), ("recollection", "recollection"), ("rf_mem", "rfmem")):
         for k in (5, 10):
@@ -143,8 +156,15 @@ def _pb_fixture(root: Path, *, recollection_shift: float = 0.0) -> None:
             per_query = {q: {metric: (0.25 if i % 2 else 0.5) + gain * (i % 3 == 0)} for i, q in enumerate(queries)}
             routing = ({"familiarity": {"n": 148, "mean_path_ms": 2.0}, "recollection": {"n": 115, "mean_path_ms": 8.0}}
                        if method == "rf_mem" else None)
+            overrides = ["dataset=personabench", "encoder=mpnet", f"retriever={name}"] + (
+                [f"retriever.k={k}"] if method == "familiarity" else [])
+            if method != "familiarity":
+                overrides[-1] += f"_personabench_table2_r{k}"
+            config = _composed(overrides) if composed else None
+            if config and method != "familiarity" and k == 5:  # recorded flat, as above: still its condition's run
+                config["retriever"] = _flat_record(dotted(config["retriever"]))
             _write_run(root, name, "all-mpnet-base-v2", retriever, {metric: paper["overall"]}, cats, per_query,
-                       routing=routing)
+                       routing=routing, config=config)
 
 
 def test_table2_layout_values_bold_verdicts_and_gaps(tmp_path: Path) -> None:
@@ -208,7 +228,12 @@ def test_preset_matching_refuses_other_settings(tmp_path: Path) -> None:
 
 
 def test_tables_command_renders_every_table_and_the_matrix(tmp_path: Path) -> None:
-    _pb_fixture(tmp_path)
+    _pb_fixture(tmp_path, composed=True)  # the runs the declared conditions make
+    # a newer run of the same preset on a smaller slice of PersonaBench: no declared condition, so in no table
+    smaller = _composed(["dataset=personabench", "encoder=mpnet", "retriever=rfmem_personabench_table2_r5",
+                         "dataset.people_per_community=2"])
+    _write_run(tmp_path, "rfmem", "all-mpnet-base-v2", {}, {"pb_recall@5": 0.99}, {}, {"q0": {"pb_recall@5": 0.99}},
+               created="2026-12-01", config=smaller)
     assert tables_cli.main(["--results", str(tmp_path), "--resamples", "200"]) == 0
     out = tmp_path / "tables"
     for name in ("convmemory_locomo", "convmemory_ablation", "rfmem_table1", "rfmem_table2", "rfmem_table3",

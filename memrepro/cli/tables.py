@@ -21,6 +21,7 @@ from memrepro.runs.kept import KeptRuns
 from memrepro.tables import rfmem
 from memrepro.tables.convmemory import (ablation_table, calibration_table, cost_notes, main_table,
                                          reproduction_cells, select)
+from memrepro.tables.conditions import declared_runs
 from memrepro.tables.engines import agreement_table
 from memrepro.tables.render import write_table
 from memrepro.tables import committed
@@ -64,7 +65,11 @@ class Pending:
              self.title)
 
 
-def rfmem_tables(runs: list, resamples: int) -> tuple[list[Pending], list[Cell]]:
+def rfmem_tables(runs: list, resamples: int, declared_list: tuple) -> tuple[list[Pending], list[Cell]]:
+    """RF-Mem's tables in the paper's layout, each placing only the runs of the conditions declared for it."""
+    def of(table: str) -> list:
+        return declared_runs(table, runs, declared_list)
+
     pending: list[Pending] = []
     cells: list[Cell] = []
     legend = ("Rows: ours, then the paper's. Bold: best of ours in the block. * : differs from the block's "
@@ -72,17 +77,17 @@ def rfmem_tables(runs: list, resamples: int) -> tuple[list[Pending], list[Cell]]
     for name, title, build in (
             ("rfmem_table2", "RF-Mem Table 2: PersonaBench recall@5 / @10 by category", rfmem.table2),
             ("rfmem_table3", "RF-Mem Table 3: LongMemEval S / M recall_all@5 / 10 / 50", rfmem.table3)):
-        built, notes = build(runs, resamples)
+        built, notes = build(of(name), resamples)
         cells += built.cells
         pending.append(Pending(name, title, built.frame, [legend, Summary(name), SOURCE, *notes], built.bold))
     for number, title in ((15, "RF-Mem Table 15: alternative recollection strategies (PersonaBench)"),
                           (16, "RF-Mem Table 16: early stop vs full exploration (PersonaBench)")):
-        built, notes = rfmem.variant_table(runs, number, resamples)
+        built, notes = rfmem.variant_table(of(f"rfmem_table{number}"), number, resamples)
         cells += built.cells
         pending.append(Pending(f"rfmem_table{number}", title, built.frame,
                                [legend.replace("the block's baseline", "the same method in the first block"),
                                 Summary(f"rfmem_table{number}"), SOURCE, *notes], built.bold))
-    built = rfmem.table17(runs)
+    built = rfmem.table17(of("rfmem_table17"))
     cells += built.cells
     pending.append(Pending("rfmem_table17", "RF-Mem Table 17: routing statistics (PersonaBench, K = 5)", built.frame,
                            ["Routing counted over all 263 queries (Subjective included).", Summary("rfmem_table17"),
@@ -141,7 +146,8 @@ def main(argv: list[str] | None = None) -> int:
               "`python -m memrepro run ...`) first", file=sys.stderr)
         return 1
     out = Path(args.results) / "tables"
-    selected = select(runs, load_experiments(args.experiments))
+    declared_list = load_experiments(args.experiments)
+    selected = select(runs, declared_list)
     pending = [
         Pending("convmemory_locomo", "ConvMemory LoCoMo (5 conversation-level seeds; mean ± std of seed means)",
                 main_table(selected, args.resamples), [CONVMEMORY_LEGEND, *cost_notes(selected), SOURCE]),
@@ -151,7 +157,7 @@ def main(argv: list[str] | None = None) -> int:
                 "ConvMemory v1 training calibration: seed 23 (937 test questions) vs the official code",
                 calibration_table(selected), [CALIBRATION])]
     cells = reproduction_cells(selected)
-    more, rfmem_cells = rfmem_tables(runs, args.resamples)
+    more, rfmem_cells = rfmem_tables(runs, args.resamples, declared_list)
     pending += more
     cells += rfmem_cells
     frame, summary = agreement_table(runs)

@@ -51,7 +51,8 @@ def table_rows(table: str, runs: Sequence[Run], declared_list: tuple[list[str], 
             else:
                 rows.setdefault(owner, TableRow(owner, cell))
     members = [e for e in experiments if e.name in owners]
-    recorded = {run.folder: semantic_config(run.config) for run in runs}
+    # a run's settings with its retriever in today's nested form (RF-Mem runs recorded flat read the same)
+    recorded = {run.folder: semantic_config({**run.config, "retriever": run.retriever}) for run in runs}
     for experiment in members:
         settings = _composed(experiment, tuple(common))
         for run in runs:
@@ -61,6 +62,13 @@ def table_rows(table: str, runs: Sequence[Run], declared_list: tuple[list[str], 
                 warn(f"{run.folder} was launched as condition {experiment.name!r}, whose declaration has changed "
                      f"since; it is not shown for it (rerun `python -m memrepro run +experiment={experiment.name}`)")
     return list(rows.values())
+
+
+def declared_runs(table: str, runs: Sequence[Run], declared_list: tuple[list[str], list[Experiment]] | None = None,
+                  warn: Callable[[str], None] | None = None) -> list[Run]:
+    """Every run of a condition declared for ``table`` (each once): the only runs a paper-layout table may place."""
+    found = {run.folder: run for row in table_rows(table, runs, declared_list, warn) for run in row.runs}
+    return list(found.values())
 
 
 _SAID: set[str] = set()  # the warnings this process printed: a run stale for two tables is named once

@@ -248,9 +248,9 @@ def _describe(run: Run) -> str:
         if _kind(stage) == "dense":
             return f"v2 cascade over raw dense ({ce})"
         return f"v1 + v2 cascade (v1: {_v1_text(stage, run.record.retriever.get('first_stage') or {})}; {ce})"
-    if kind == "fullpool" and _per_seed(run):
-        return f"{FULLPOOL_ROW} ({_ce_text(run.retriever.get('cross_encoder'))})"
-    return FULLPOOL if kind == "fullpool" else "raw dense (MPNet)"
+    if kind == "fullpool":
+        return f"{FULLPOOL_ROW} ({_ce_text(run.retriever.get('cross_encoder'))})" if _per_seed(run) else FULLPOOL
+    return f"{'raw dense' if kind == 'dense' else run.retriever_name} ({run.encoder_label})"
 
 
 def main_rows(selected: dict[str, Any]) -> list[tuple[str, Run | None, str | None, Run | None, str]]:

@@ -1,10 +1,12 @@
 """RF-Mem's tables (Tables 1, 2, 3, 15, 16, 17 of arXiv 2603.09250) from our runs, the paper's numbers beside.
 
 Every table has the paper's layout: one block per encoder (or variant), a row of ours and a row of the paper's per
-method, best of ours in bold per block and column. Runs are found by the preset that defines them
-(``conf/retriever/<preset>.yaml``: every key of the preset must match the run's retriever config); a variant
-adds its switch (``clustering=dbscan`` …) and every other variant switch must be at its default. When several runs
-match, the faithful engine wins, then the newest (``Run.preference``). Paper numbers come from ``memrepro/reference``.
+method, best of ours in bold per block and column. A table is given only the runs of the conditions declared for
+it in ``conf/experiments.yaml`` (``memrepro.tables.conditions.declared_runs``: settings equal to a declared entry's);
+among them each cell's run is found by the preset that defines it (``conf/retriever/<preset>.yaml``: every key of
+the preset must match the run's retriever config); a variant adds its switch (``clustering=dbscan`` …) and every
+other variant switch must be at its default. When several runs match, the faithful engine wins, then the newest
+(``Run.preference``). Paper numbers come from ``memrepro/reference``.
 
 Comparability (see ``reproduction.py`` for the verdict rules): all-mpnet-base-v2 on PersonaBench is the paper's
 own setting; all-MiniLM-L6-v2 stands in for multi-qa-MiniLM-L6-cos-v1 (no offline weights), our LongMemEval-S is the
