@@ -18,7 +18,7 @@ from typing import Any, Callable, Sequence
 
 from memrepro.experiments import CONDITION_KEY, Experiment, PaperCell, load_experiments, with_common
 from memrepro.runs.identity import semantic_config
-from memrepro.tables.runs import Run
+from memrepro.tables.runs import Run, preferred
 
 
 @dataclass
@@ -31,8 +31,8 @@ class TableRow:
 
     @property
     def run(self) -> Run | None:
-        """The run the row shows: the most split seeds, then the newest, then the folder name."""
-        return max(self.runs, key=lambda r: (len(r.seeds), r.created, r.folder.name), default=None)
+        """The run the row shows (:attr:`Run.preference`: the most split seeds, then the newest)."""
+        return preferred(self.runs)
 
 
 def table_rows(table: str, runs: Sequence[Run], declared_list: tuple[list[str], list[Experiment]] | None = None,

@@ -18,12 +18,12 @@ import pandas as pd
 
 from memrepro.datasets.locomo import SPLIT_SEEDS
 from memrepro.evaluation.significance import PairedResult, paired_bootstrap
-from memrepro.experiments import Experiment, PaperCell, load_experiments
+from memrepro.experiments import Experiment, load_experiments
 from memrepro.reference import calibration_value, reference_value
 from memrepro.retrievers.arms import ARMS
-from memrepro.tables.conditions import TableRow, table_rows
+from memrepro.tables.conditions import table_rows
 from memrepro.tables.reproduction import Cell
-from memrepro.tables.runs import Run
+from memrepro.tables.runs import Run, preferred
 
 SEEDS = SPLIT_SEEDS  # the protocol's five; a run over fewer says so
 CALIBRATION_SEED = 23  # the split the official code trains and evaluates on
@@ -111,8 +111,7 @@ def select(runs: list[Run], declared_list: tuple[list[str], list[Experiment]] | 
     return {"main": main,
             "dense": next((run for run in shown if _kind(run.retriever) == "dense"), None),
             "v1": {_v1_variant(run.retriever): run for run in reversed(shown) if _kind(run.retriever) == "v1"},
-            "ablation": {arm: TableRow(arm, PaperCell("convmemory_ablation"), found).run
-                         for arm, found in ablation.items()},
+            "ablation": {arm: preferred(found) for arm, found in ablation.items()},
             "calibration": table_rows("convmemory_calibration", runs, declared_list)}
 
 

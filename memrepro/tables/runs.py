@@ -103,10 +103,12 @@ class Run:
         return -math.inf
 
     @property
-    def preference(self) -> tuple[bool, float, str]:
+    def preference(self) -> tuple[bool, int, float, str]:
         """Which of several runs of one setting a table keeps (largest wins): the faithful engine (runs without
-        an engine count as faithful), then the newest, then the folder name."""
-        return (self.retriever.get("engine", "faithful") == "faithful", self.created, self.folder.name)
+        an engine count as faithful), then the most split seeds (a run over a subset stands in only while the
+        full run is absent), then the newest, then the folder name."""
+        return (self.retriever.get("engine", "faithful") == "faithful", len(self.seeds), self.created,
+                self.folder.name)
 
     @property
     def seeds(self) -> tuple[int, ...]:
