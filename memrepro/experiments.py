@@ -44,14 +44,16 @@ class PaperCell:
     """Where a condition's run stands in a paper table.
 
     ``reference``: the dotted key of the number it is compared with (``memrepro/reference``: the paper's numbers, or
-    the official code's for a calibration table). ``row``: the condition whose row this run fills instead (a subset
-    of its split seeds; of a row's runs the one over the most seeds is shown); unset, its own row. ``label``: the
-    row's name when the table does not describe it from the run. ``missing``: what the row says while no run of it
-    exists; unset, the row is left out until its run exists.
+    the official code's for a calibration table); in a table with the paper's fixed layout, the paper row it fills.
+    ``column``: which of that row's runs it is, where a row has several (RF-Mem: ``k5`` / ``k10``, ``longmemeval_s``).
+    ``row``: the condition whose row this run fills instead (a subset of its split seeds; of a row's runs the one
+    over the most seeds is shown); unset, its own row. ``label``: the row's name when the table does not describe it
+    from the run. ``missing``: what the row says while no run of it exists; unset, the row is left out until then.
     """
 
     table: str
     reference: str | None = None
+    column: str | None = None
     row: str | None = None
     label: str | None = None
     missing: str | None = None
@@ -164,11 +166,21 @@ def load_experiments(path: str | Path = DEFAULT_LIST) -> tuple[list[str], list[E
         values: dict[str, Any] = {**entry, "overrides": tuple(overrides), "feeds": feeds, "paper": paper}
         experiments.append(Experiment(**values))
     by_name = {e.name: e for e in experiments}
+    placed: dict[tuple[str, str | None, str], str] = {}  # a fixed-layout cell -> the entry that fills it
     for experiment in experiments:
         for cell in experiment.paper:
             if cell.row is not None and not (cell.row in by_name and by_name[cell.row].cells(cell.table)):
                 raise ExperimentListError(f"{path}: experiment {experiment.name!r}: paper row {cell.row!r} is not an "
                                           f"entry with a cell in table {cell.table!r}; name one that is")
+            if cell.column is not None:
+                if experiment.sweep:
+                    raise ExperimentListError(f"{path}: experiment {experiment.name!r}: a sweep cannot fill the "
+                                              f"cell {cell.reference} / {cell.column} (one run does); declare one "
+                                              "entry per run")
+                other = placed.setdefault((cell.table, cell.reference, cell.column), experiment.name)
+                if other != experiment.name:
+                    raise ExperimentListError(f"{path}: experiment {experiment.name!r}: cell {cell.reference} / "
+                                              f"{cell.column} of {cell.table} is already filled by {other!r}")
     return list(common), experiments
 
 

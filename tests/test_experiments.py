@@ -169,3 +169,38 @@ def test_a_broken_list_registers_no_preset_and_says_so(tmp_path: Path, capsys: p
     assert register_presets(path) == ()
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "field 'overrides' must be a list" in err and "no +experiment=<name>" in err
+
+
+def test_a_fixed_layout_cell_is_filled_by_one_single_run_entry(tmp_path: Path) -> None:
+    cell = {"table": "rfmem_table2", "reference": "rfmem.table_2.models.all-mpnet-base-v2.rf_mem", "column": "k5"}
+    twice = _write(tmp_path, {"experiments": [{"name": "a", "overrides": [], "paper": cell},
+                                              {"name": "b", "overrides": [], "paper": cell}]})
+    with pytest.raises(ExperimentListError, match="experiment 'b': cell rfmem.table_2.models.all-mpnet-base-v2.rf_mem "
+                                                  "/ k5 of rfmem_table2 is already filled by 'a'"):
+        load_experiments(twice)
+    sweep = _write(tmp_path, {"experiments": [{"name": "grid", "sweep": True, "overrides": ["retriever.k=5,10"],
+                                               "paper": cell}]})
+    with pytest.raises(ExperimentListError, match="a sweep cannot fill the cell"):
+        load_experiments(sweep)
+
+
+def test_every_rfmem_paper_cell_is_declared_once() -> None:
+    """Each cell group of RF-Mem's Tables 2, 3, 15, 16, 17 that we can run is one entry's cell; the BGE rows (no
+    offline weights) and LongMemEval-M (not in the data) are the only ones left to the layout's reasons."""
+    from memrepro.reference import reference_numbers
+
+    _, experiments = load_experiments(DEFAULT_LIST)
+    declared = {(c.table, c.reference, c.column) for e in experiments for c in e.paper if c.column}
+    rfmem = reference_numbers()["rfmem"]
+    runnable = ("all-mpnet-base-v2", "multi-qa-MiniLM-L6-cos-v1")
+    expected = {("rfmem_table2", f"rfmem.table_2.models.{m}.{method}", f"k{k}") for m in runnable
+                for method in rfmem["table_2"]["models"][m] if method in ("familiarity", "recollection", "rf_mem")
+                for k in (5, 10)}
+    expected |= {("rfmem_table17", f"rfmem.table_17.models.{m}", "k5") for m in runnable}
+    expected |= {("rfmem_table3", f"rfmem.table_3.models.{m}.{method}", "longmemeval_s") for m in runnable
+                 for method in rfmem["table_3"]["models"][m]}
+    for number in (15, 16):
+        expected |= {(f"rfmem_table{number}", f"rfmem.table_{number}.blocks.{block}.{method}", f"k{k}")
+                     for block, node in rfmem[f"table_{number}"]["blocks"].items()
+                     for method in node if method in ("familiarity", "recollection", "rf_mem") for k in (5, 10)}
+    assert declared == expected

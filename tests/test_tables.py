@@ -14,10 +14,10 @@ from conftest import run_record
 
 from memrepro.cli import tables as tables_cli
 from memrepro.reference import reference_at
-from memrepro.tables import rfmem
+from memrepro.tables import presets, rfmem
 from memrepro.tables.render import write_table
 from memrepro.tables.reproduction import Cell, summary_line
-from memrepro.tables.runs import complete_runs, dotted
+from memrepro.tables.runs import Run, complete_runs, dotted
 
 CATS = {"Basic_information_easy": ("Basic Info", 110), "Social_easy": ("Social Info", 53),
         "Preference_easy": ("Pref Easy", 26), "Preference_hard": ("Pref Hard", 41)}
@@ -132,9 +132,17 @@ def _composed(overrides: list[str]) -> dict[str, Any]:
         return OmegaConf.to_container(compose("config", overrides=overrides), resolve=True)
 
 
-def _pb_fixture(root: Path, *, recollection_shift: float = 0.0, composed: bool = False) -> None:
-    """mpnet runs that reproduce Table 2 exactly, except Recollection R@5 Basic Info (off by ``shift``). ``composed``:
-    each run's config is the one its declared condition's command records (hand-written partial configs else)."""
+def _cells(folders: dict[tuple[str, str], Path]) -> dict[tuple[str, str], Run]:
+    """What the tables are given: each declared cell's run (``memrepro.tables.conditions.cell_runs``)."""
+    return {key: Run(folder) for key, folder in folders.items()}
+
+
+def _pb_fixture(root: Path, *, recollection_shift: float = 0.0,
+                composed: bool = False) -> dict[tuple[str, str], Path]:
+    """mpnet runs that reproduce Table 2 exactly, except Recollection R@5 Basic Info (off by ``shift``), by the
+    Table 2 / 17 cell each fills. ``composed``: each run's config is the one its declared condition's command
+    records (hand-written partial configs else)."""
+    cells: dict[tuple[str, str], Path] = {}
     queries = [f"q{i}" for i in range(40)]
     for method, name in (("familiarity", "familiarity"), ("recollection", "recollection"), ("rf_mem", "rfmem")):
         for k in (5, 10):
@@ -143,7 +151,7 @@ def _pb_fixture(root: Path, *, recollection_shift: float = 0.0, composed: bool =
                 retriever = {"mode": "topk", "k": k, "min_sim": 0.0, "name": "familiarity"}
             else:
                 target = RFMEM_TARGET if name == "rfmem" else RECOLLECTION_TARGET
-                retriever = {**rfmem.recollection_settings(f"{name}_personabench_table2_r{k}"), "engine": "faithful",
+                retriever = {**presets.recollection_settings(f"{name}_personabench_table2_r{k}"), "engine": "faithful",
                              "_target_": target}
                 if k == 5:  # recorded before the parameters were nested: tables read both forms
                     retriever = _flat_record(retriever)
@@ -163,13 +171,17 @@ def _pb_fixture(root: Path, *, recollection_shift: float = 0.0, composed: bool =
             config = _composed(overrides) if composed else None
             if config and method != "familiarity" and k == 5:  # recorded flat, as above: still its condition's run
                 config["retriever"] = _flat_record(dotted(config["retriever"]))
-            _write_run(root, name, "all-mpnet-base-v2", retriever, {metric: paper["overall"]}, cats, per_query,
-                       routing=routing, config=config)
+            folder = _write_run(root, name, "all-mpnet-base-v2", retriever, {metric: paper["overall"]}, cats,
+                                per_query, routing=routing, config=config)
+            cells[(f"rfmem.table_2.models.all-mpnet-base-v2.{method}", f"k{k}")] = folder
+            if method == "rf_mem" and k == 5:
+                cells[("rfmem.table_17.models.all-mpnet-base-v2", "k5")] = folder
+    return cells
 
 
 def test_table2_layout_values_bold_verdicts_and_gaps(tmp_path: Path) -> None:
-    _pb_fixture(tmp_path, recollection_shift=0.02)
-    built, notes = rfmem.table2(complete_runs(tmp_path), resamples=500)
+    cells = _cells(_pb_fixture(tmp_path, recollection_shift=0.02))
+    built, notes = rfmem.table2(cells, resamples=500)
     frame = built.frame
     assert len(frame) == 3 * 3 * 2  # 3 encoder blocks x 3 methods x (ours, paper)
     assert list(frame.columns[:3]) == ["encoder", "method", "source"]
@@ -205,8 +217,7 @@ def test_table2_layout_values_bold_verdicts_and_gaps(tmp_path: Path) -> None:
 
 
 def test_table17_routing_counts_are_exact(tmp_path: Path) -> None:
-    _pb_fixture(tmp_path)
-    built = rfmem.table17(complete_runs(tmp_path))
+    built = rfmem.table17(_cells(_pb_fixture(tmp_path)))
     cells = {(c.row, c.column): c for c in built.cells}
     route = cells[("all-mpnet-base-v2 / RF-Mem", "Route→Recol.")]
     assert (route.ours, route.paper, route.verdict) == (115.0, 248, "FAIL")
@@ -218,12 +229,12 @@ def test_table17_routing_counts_are_exact(tmp_path: Path) -> None:
 def test_preset_matching_refuses_other_settings(tmp_path: Path) -> None:
     _pb_fixture(tmp_path)
     runs = complete_runs(tmp_path)
-    found = rfmem.find_run(runs, dataset="personabench", names=("rfmem",), encoder="all-mpnet-base-v2",
-                           settings=rfmem.recollection_settings("rfmem_personabench_table2_r5"))
+    found = presets.find_run(runs, dataset="personabench", names=("rfmem",), encoder="all-mpnet-base-v2",
+                           settings=presets.recollection_settings("rfmem_personabench_table2_r5"))
     assert found is not None and found.retriever["gate"]["tau"] == pytest.approx(0.30)
     assert "tau" in found.config["retriever"]  # the fixture's flat record, read in the nested form
-    assert rfmem.find_run(runs, dataset="personabench", names=("rfmem",), encoder="all-mpnet-base-v2",
-                          settings=rfmem.recollection_settings("rfmem_personabench_table2_r5",
+    assert presets.find_run(runs, dataset="personabench", names=("rfmem",), encoder="all-mpnet-base-v2",
+                          settings=presets.recollection_settings("rfmem_personabench_table2_r5",
                                                                clustering="dbscan")) is None
 
 
@@ -257,7 +268,7 @@ def test_tables_command_without_runs_says_what_to_do(tmp_path: Path, capsys: pyt
 def test_engine_agreement_pairs_runs_that_differ_only_in_the_engine(tmp_path: Path) -> None:
     from memrepro.tables.engines import agreement_table
 
-    base = {**rfmem.recollection_settings("recollection_personabench_table2_r5"), "_target_": RECOLLECTION_TARGET}
+    base = {**presets.recollection_settings("recollection_personabench_table2_r5"), "_target_": RECOLLECTION_TARGET}
     for engine, seconds, tops, alpha, created in (
             ("faithful", 8.0, [["a", "b"], ["c"]], 0.9, "2026-01-01T12:00:00+00:00"),
             ("compiled", 1.0, [["a", "b"], ["d"]], 0.9, "2026-01-01T12:00:05+00:00"),  # side by side
@@ -288,7 +299,7 @@ def test_engine_agreement_pairs_runs_that_differ_only_in_the_engine(tmp_path: Pa
 def test_figures_are_drawn_from_sweeps_and_gaps_are_named(tmp_path: Path) -> None:
     from memrepro.tables.rfmem_figures import render_figures, write_index
 
-    base = rfmem.recollection_settings("rfmem_personabench_table2_r5")
+    base = presets.recollection_settings("rfmem_personabench_table2_r5")
     values = {}
     for alpha in (0.2, 0.4):
         for tau in (0.2, 0.3):
@@ -313,14 +324,17 @@ def test_figures_are_drawn_from_sweeps_and_gaps_are_named(tmp_path: Path) -> Non
 def test_variant_tables_test_each_alternative_against_basic_kmeans(tmp_path: Path) -> None:
     queries = [f"q{i}" for i in range(40)]
     minilm = "all-MiniLM-L6-v2"
+    cells = {}
     for k in (5, 10):
         metric = f"pb_recall@{k}"
-        for switch, gain in (({}, 0.0), ({"clustering": "dbscan"}, 0.5), ({"clustering": "spectral"}, 0.0)):
-            retriever = {**rfmem.recollection_settings(f"recollection_personabench_table2_r{k}", **switch),
+        for block, switch, gain in (("basic_kmeans", {}, 0.0), ("dbscan", {"clustering": "dbscan"}, 0.5),
+                                    ("spectral", {"clustering": "spectral"}, 0.0)):
+            retriever = {**presets.recollection_settings(f"recollection_personabench_table2_r{k}", **switch),
                          "engine": "faithful"}
             per_query = {q: {metric: (0.25 if i % 2 else 0.5) + gain * (i % 3 == 0)} for i, q in enumerate(queries)}
-            _write_run(tmp_path, "recollection", minilm, retriever, {metric: 0.4 + gain}, {}, per_query)
-    built, notes = rfmem.variant_table(complete_runs(tmp_path), 15, resamples=500)
+            cells[(f"rfmem.table_15.blocks.{block}.recollection", f"k{k}")] = _write_run(
+                tmp_path, "recollection", minilm, retriever, {metric: 0.4 + gain}, {}, per_query)
+    built, notes = rfmem.variant_table(_cells(cells), 15, resamples=500)
     ours = built.frame[(built.frame.source == "ours") & (built.frame.method == "Recollection")].set_index("variant")
     assert ours.loc["DBSCAN cluster (KMeans alternative)", "R@5 Overall"].endswith("*")
     assert not ours.loc["Spectral cluster (KMeans alternative)", "R@5 Overall"].endswith("*")  # identical lists
@@ -336,13 +350,15 @@ def test_table3_marks_significant_differences_in_the_frame(tmp_path: Path) -> No
     queries = [f"q{i}" for i in range(40)]
     minilm = "all-MiniLM-L6-v2"
     metrics = ("recall_all@5", "recall_all@10", "recall_all@50")
+    cells = {}
     for name, retriever, gain in (
-            ("familiarity", {**rfmem.familiarity_settings(50), "name": "familiarity"}, 0.0),
-            ("recollection", {**rfmem.recollection_settings("recollection_longmemeval"), "engine": "faithful"}, 1.0)):
+            ("familiarity", {**presets.familiarity_settings(50), "name": "familiarity"}, 0.0),
+            ("recollection", {**presets.recollection_settings("recollection_longmemeval"), "engine": "faithful"}, 1.0)):
         per_query = {q: {m: float(i % 2 or (gain and i % 3 == 0)) for m in metrics} for i, q in enumerate(queries)}
         overall = {m: sum(v[m] for v in per_query.values()) / len(queries) for m in metrics}
-        _write_run(tmp_path, name, minilm, retriever, overall, {}, per_query, dataset="longmemeval_s")
-    built, notes = rfmem.table3(complete_runs(tmp_path), resamples=500)
+        cells[(f"rfmem.table_3.models.multi-qa-MiniLM-L6-cos-v1.{name}", "longmemeval_s")] = _write_run(
+            tmp_path, name, minilm, retriever, overall, {}, per_query, dataset="longmemeval_s")
+    built, notes = rfmem.table3(_cells(cells), resamples=500)
     ours = built.frame[(built.frame.source == "ours") & built.frame.encoder.str.startswith(minilm)].set_index("method")
     assert ours.loc["Recollection", "S R@5"].endswith("*") and not ours.loc["Familiarity", "S R@5"].endswith("*")
     assert ours.loc["Recollection", "M R@5"] == "—"

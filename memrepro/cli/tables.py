@@ -21,7 +21,7 @@ from memrepro.runs.kept import KeptRuns
 from memrepro.tables import rfmem
 from memrepro.tables.convmemory import (ablation_table, calibration_table, cost_notes, main_table,
                                          reproduction_cells, select)
-from memrepro.tables.conditions import declared_runs
+from memrepro.tables.conditions import cell_runs
 from memrepro.tables.engines import agreement_table
 from memrepro.tables.render import write_table
 from memrepro.tables import committed
@@ -66,9 +66,9 @@ class Pending:
 
 
 def rfmem_tables(runs: list, resamples: int, declared_list: tuple) -> tuple[list[Pending], list[Cell]]:
-    """RF-Mem's tables in the paper's layout, each placing only the runs of the conditions declared for it."""
-    def of(table: str) -> list:
-        return declared_runs(table, runs, declared_list)
+    """RF-Mem's tables in the paper's layout, each cell the run of the condition declared for it."""
+    def of(table: str) -> dict:
+        return cell_runs(table, runs, declared_list)
 
     pending: list[Pending] = []
     cells: list[Cell] = []

@@ -64,11 +64,12 @@ def table_rows(table: str, runs: Sequence[Run], declared_list: tuple[list[str], 
     return list(rows.values())
 
 
-def declared_runs(table: str, runs: Sequence[Run], declared_list: tuple[list[str], list[Experiment]] | None = None,
-                  warn: Callable[[str], None] | None = None) -> list[Run]:
-    """Every run of a condition declared for ``table`` (each once): the only runs a paper-layout table may place."""
-    found = {run.folder: run for row in table_rows(table, runs, declared_list, warn) for run in row.runs}
-    return list(found.values())
+def cell_runs(table: str, runs: Sequence[Run], declared_list: tuple[list[str], list[Experiment]] | None = None,
+              warn: Callable[[str], None] | None = None) -> dict[tuple[str, str], Run]:
+    """``{(reference, column): run}`` for a table with the paper's fixed layout: each declared cell's run (cells
+    whose condition has no complete run are absent)."""
+    return {(row.cell.reference, row.cell.column): row.run for row in table_rows(table, runs, declared_list, warn)
+            if row.run is not None and row.cell.reference is not None and row.cell.column is not None}
 
 
 _SAID: set[str] = set()  # the warnings this process printed: a run stale for two tables is named once

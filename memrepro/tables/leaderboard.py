@@ -17,7 +17,8 @@ import pandas as pd
 
 from memrepro.evaluation.significance import paired_bootstrap
 from memrepro.tables.render import write_table
-from memrepro.tables.rfmem import familiarity_settings, find_run, preset, time_ms
+from memrepro.tables.presets import familiarity_settings, find_run, preset
+from memrepro.tables.rfmem import time_ms
 from memrepro.tables.runs import Run
 
 

@@ -1,12 +1,10 @@
 """RF-Mem's tables (Tables 1, 2, 3, 15, 16, 17 of arXiv 2603.09250) from our runs, the paper's numbers beside.
 
 Every table has the paper's layout: one block per encoder (or variant), a row of ours and a row of the paper's per
-method, best of ours in bold per block and column. A table is given only the runs of the conditions declared for
-it in ``conf/experiments.yaml`` (``memrepro.tables.conditions.declared_runs``: settings equal to a declared entry's);
-among them each cell's run is found by the preset that defines it (``conf/retriever/<preset>.yaml``: every key of
-the preset must match the run's retriever config); a variant adds its switch (``clustering=dbscan`` …) and every
-other variant switch must be at its default. When several runs match, the faithful engine wins, then the newest
-(``Run.preference``). Paper numbers come from ``memrepro/reference``.
+method, best of ours in bold per block and column. Each row's runs are those of the entries of
+``conf/experiments.yaml`` that declare its cells (``paper: {table, reference: <the paper row's key>, column: k5}``;
+``memrepro.tables.conditions.cell_runs``): a table is given ``{(reference, column): run}`` and places nothing else.
+Paper numbers come from ``memrepro/reference``.
 
 Comparability (see ``reproduction.py`` for the verdict rules): all-mpnet-base-v2 on PersonaBench is the paper's
 own setting; all-MiniLM-L6-v2 stands in for multi-qa-MiniLM-L6-cos-v1 (no offline weights), our LongMemEval-S is the
@@ -17,20 +15,14 @@ contexts are not available here — those cells carry the reason instead of a ve
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from functools import lru_cache
 from typing import Any, Callable, Mapping, Sequence
 
 import pandas as pd
 
 from memrepro.evaluation.significance import paired_bootstrap
-from memrepro.paths import CONFIG_DIR
 from memrepro.reference import reference_at
-from memrepro.retrievers.rfmem.params import VARIANT_DEFAULTS
-from memrepro.runs.identity import NON_MEASURING_RETRIEVER_KEYS
 from memrepro.tables.reproduction import Cell
-from memrepro.tables.runs import Run, dotted, preferred, same_setting
-
-IGNORED_KEYS = {"_target_", *NON_MEASURING_RETRIEVER_KEYS}
+from memrepro.tables.runs import Run
 
 # paper encoder -> (our encoder label or None, why a cell is not comparable; empty when it is)
 ENCODERS: dict[str, tuple[str | None, str]] = {
@@ -43,50 +35,6 @@ TIME_REASON = "not comparable: latency measured on another machine (ours: 2-core
 METHODS = {"familiarity": "Familiarity", "recollection": "Recollection", "rf_mem": "RF-Mem"}
 PB_CATEGORIES = {"basic_info": ("Basic_information_easy", "Basic Info"), "social_info": ("Social_easy", "Social Info"),
                  "pref_easy": ("Preference_easy", "Pref Easy"), "pref_hard": ("Preference_hard", "Pref Hard")}
-
-
-# ------------------------------------------------------------------------------------------------------------------
-# finding runs
-
-
-@lru_cache(maxsize=None)
-def preset(name: str) -> dict[str, Any]:
-    """A retriever preset's settings as Hydra composes them (its defaults list and the schema's defaults
-    included), by dotted path (``recollection.alpha``), minus the keys that change no measurement."""
-    from hydra import compose, initialize_config_dir
-    from omegaconf import OmegaConf
-
-    import memrepro.config  # noqa: F401  (registers the schemas)
-
-    with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base=None):
-        node = compose("config", overrides=[f"retriever={name}"]).retriever
-    values = dotted(OmegaConf.to_container(node, resolve=True))
-    return {k: v for k, v in values.items() if k not in IGNORED_KEYS}
-
-
-def find_run(runs: Sequence[Run], *, dataset: str, names: Sequence[str], encoder: str,
-             settings: Mapping[str, Any], dataset_settings: Mapping[str, Any] | None = None) -> Run | None:
-    """The run of ``dataset`` by retriever ``names`` and ``encoder`` whose retriever matches every setting."""
-    matches = []
-    for run in runs:
-        if run.dataset != dataset or run.retriever_name not in names or run.encoder_label != encoder:
-            continue
-        if any(not same_setting(run.config["dataset"].get(k), v) for k, v in (dataset_settings or {}).items()):
-            continue
-        if all(same_setting(run.retriever_settings.get(k), v) for k, v in settings.items()):
-            matches.append(run)
-    return preferred(matches)
-
-
-def recollection_settings(preset_name: str, **variant: Any) -> dict[str, Any]:
-    """A recollection/RF-Mem preset plus a variant switch (Recollection field names); the other switches pinned
-    at their defaults. Keys are dotted paths (``recollection.clustering``)."""
-    switches = {f"recollection.{k}": v for k, v in {**VARIANT_DEFAULTS, **variant}.items()}
-    return {**preset(preset_name), **switches}
-
-
-def familiarity_settings(k: int) -> dict[str, Any]:
-    return {"mode": "topk", "k": k, "min_sim": 0.0}
 
 
 # ------------------------------------------------------------------------------------------------------------------
@@ -252,31 +200,30 @@ def _pb_columns(with_time: bool = True) -> list[Column]:
     return columns
 
 
-def _pb_method_runs(runs: Sequence[Run], encoder: str, method: str, **variant: Any) -> dict[str, Run | None]:
-    found: dict[str, Run | None] = {}
-    for k in (5, 10):
-        if method == "familiarity":
-            found[f"k{k}"] = find_run(runs, dataset="personabench", names=("familiarity", "dense"), encoder=encoder,
-                                      settings=familiarity_settings(k), dataset_settings={"noise": "0.0"})
-        else:
-            name = "rfmem" if method == "rf_mem" else "recollection"
-            found[f"k{k}"] = find_run(runs, dataset="personabench", names=(name,), encoder=encoder,
-                                      settings=recollection_settings(f"{name}_personabench_table2_r{k}", **variant),
-                                      dataset_settings={"noise": "0.0"})
-    return found
+Cells = Mapping[tuple[str, str], Run]  # (reference key, column) -> the run of the condition declared for it
+
+
+def _declared(cells: Cells, column: str, *keys: str) -> Run | None:
+    """The run of the condition declared for the paper row ``keys`` (its reference key) and ``column``."""
+    return cells.get((".".join(keys), column))
+
+
+def _pb_runs(cells: Cells, *keys: str) -> dict[str, Run | None]:
+    """A PersonaBench row's two runs, K = 5 and K = 10."""
+    return {f"k{k}": _declared(cells, f"k{k}", *keys) for k in (5, 10)}
 
 
 def _paper_pair(node: Mapping[str, Any] | None) -> dict[str, Mapping[str, Any] | None]:
     return {"k5": node, "k10": node}
 
 
-def table2(runs: Sequence[Run], resamples: int) -> tuple[Built, list[str]]:
+def table2(cells: Cells, resamples: int) -> tuple[Built, list[str]]:
     rows = []
     for paper_model, (ours_label, reason) in ENCODERS.items():
         block = paper_model if ours_label is None or ours_label == paper_model else f"{ours_label} (for {paper_model})"
         for method, label in METHODS.items():
             paper = reference_at("rfmem", "table_2", "models", paper_model, method)
-            found = {} if ours_label is None else _pb_method_runs(runs, ours_label, method)
+            found = {} if ours_label is None else _pb_runs(cells, "rfmem", "table_2", "models", paper_model, method)
             rows.append(Row(block, label, found, _paper_pair(paper), reason,
                             missing=reason if ours_label is None else "missing: not run"))
     notes = significance(rows, same_block("Familiarity", rows), [("R@5 Overall", "k5", "pb_recall@5"),
@@ -284,7 +231,7 @@ def table2(runs: Sequence[Run], resamples: int) -> tuple[Built, list[str]]:
     return build("rfmem_table2", rows, _pb_columns()), notes
 
 
-def table17(runs: Sequence[Run]) -> Built:
+def table17(cells: Cells) -> Built:
     def routed(path: str) -> Callable[[Run], float | None]:
         return lambda run: float(((run.record.routing or {}).get(path) or {}).get("n", 0))
 
@@ -297,38 +244,29 @@ def table17(runs: Sequence[Run]) -> Built:
     rows = []
     for paper_model, (ours_label, reason) in ENCODERS.items():
         block = paper_model if ours_label is None or ours_label == paper_model else f"{ours_label} (for {paper_model})"
-        found = {} if ours_label is None else {"k5": _pb_method_runs(runs, ours_label, "rf_mem")["k5"]}
+        found = {} if ours_label is None else {"k5": _declared(cells, "k5", "rfmem", "table_17", "models", paper_model)}
         rows.append(Row(block, "RF-Mem", found, {"k5": reference_at("rfmem", "table_17", "models", paper_model)},
                         reason, missing=reason if ours_label is None else "missing: not run"))
     return build("rfmem_table17", rows, columns)
 
 
-VARIANTS_15 = {"basic_kmeans": {}, "dbscan": {"clustering": "dbscan"}, "spectral": {"clustering": "spectral"},
-               "gated_mixing": {"mixing": "gated"}, "graph_bfs": {"expansion": "graph_bfs"}}
-VARIANTS_16 = {"kmeans_early_stop": {}, "kmeans_full_exploration": {"full_exploration": True},
-               "graph_bfs_early_stop": {"expansion": "graph_bfs"},
-               "graph_bfs_full_exploration": {"expansion": "graph_bfs", "full_exploration": True}}
-
-
-def variant_table(runs: Sequence[Run], number: int, resamples: int) -> tuple[Built, list[str]]:
-    """Tables 15 (recollection alternatives) and 16 (early stop vs full exploration): MiniLM in the paper."""
-    variants = VARIANTS_15 if number == 15 else VARIANTS_16
-    encoder, reason = ENCODERS["multi-qa-MiniLM-L6-cos-v1"]
+def variant_table(cells: Cells, number: int, resamples: int) -> tuple[Built, list[str]]:
+    """Tables 15 (recollection alternatives) and 16 (early stop vs full exploration): MiniLM in the paper. One
+    block per block of the paper's table; each variant's switches are its declared conditions' settings."""
+    _, reason = ENCODERS["multi-qa-MiniLM-L6-cos-v1"]
     rows = []
-    for block_key, switch in variants.items():
-        node = reference_at("rfmem", f"table_{number}", "blocks", block_key)
+    for block_key, node in reference_at("rfmem", f"table_{number}", "blocks").items():
         for method, label in METHODS.items():
             if method not in node:
                 continue
-            found = (_pb_method_runs(runs, encoder, method) if method == "familiarity"
-                     else _pb_method_runs(runs, encoder, method, **switch))
+            found = _pb_runs(cells, "rfmem", f"table_{number}", "blocks", block_key, method)
             rows.append(Row(node["label"], label, found, _paper_pair(node[method]), reason))
     notes = significance(rows, first_block(rows), [("R@5 Overall", "k5", "pb_recall@5"),
                                                    ("R@10 Overall", "k10", "pb_recall@10")], resamples)
     return build(f"rfmem_table{number}", rows, _pb_columns(with_time=False), block_label="variant"), notes
 
 
-def table3(runs: Sequence[Run], resamples: int) -> tuple[Built, list[str]]:
+def table3(cells: Cells, resamples: int) -> tuple[Built, list[str]]:
     columns = []
     for split in ("longmemeval_s", "longmemeval_m"):
         short = "S" if split.endswith("s") else "M"
@@ -336,7 +274,6 @@ def table3(runs: Sequence[Run], resamples: int) -> tuple[Built, list[str]]:
             columns.append(Column(f"{short} R@{k}", split, overall(f"recall_all@{k}"),
                                   lambda p, k=k: p.get(f"recall_at_{k}")))
         columns.append(Column(f"{short} Time (ms)", split, time_ms, lambda p: p.get("time_ms"), kind="time"))
-    presets = {"recollection": "recollection_longmemeval", "rf_mem": "rfmem_longmemeval"}
     rows = []
     for paper_model, (ours_label, encoder_reason) in ENCODERS.items():
         block = paper_model if ours_label is None or ours_label == paper_model else f"{ours_label} (for {paper_model})"
@@ -344,14 +281,8 @@ def table3(runs: Sequence[Run], resamples: int) -> tuple[Built, list[str]]:
             paper = reference_at("rfmem", "table_3", "models", paper_model, method)
             found: dict[str, Run | None] = {"longmemeval_m": None}
             if ours_label is not None:
-                if method == "familiarity":
-                    found["longmemeval_s"] = find_run(runs, dataset="longmemeval_s", names=("familiarity", "dense"),
-                                                      encoder=ours_label, settings=familiarity_settings(50))
-                else:
-                    name = "rfmem" if method == "rf_mem" else "recollection"
-                    found["longmemeval_s"] = find_run(runs, dataset="longmemeval_s", names=(name,),
-                                                      encoder=ours_label,
-                                                      settings=recollection_settings(presets[method]))
+                found["longmemeval_s"] = _declared(cells, "longmemeval_s", "rfmem", "table_3", "models", paper_model,
+                                                   method)
             data_reason = "not comparable: cleaned LongMemEval-S (the paper used the original file)"
             reason = encoder_reason or data_reason
             if encoder_reason.startswith("not comparable"):

@@ -19,7 +19,7 @@ import pandas as pd
 
 from memrepro.files import write_text_atomic
 from memrepro.tables import committed, figures
-from memrepro.tables.rfmem import familiarity_settings, recollection_settings
+from memrepro.tables.presets import familiarity_settings, recollection_settings
 from memrepro.runs.identity import NON_MEASURING_RETRIEVER_KEYS as IGNORE
 from memrepro.tables.runs import Run
 from memrepro.tables.settings import PATH, SHORT
