@@ -204,3 +204,21 @@ def test_every_rfmem_paper_cell_is_declared_once() -> None:
                      for block, node in rfmem[f"table_{number}"]["blocks"].items()
                      for method in node if method in ("familiarity", "recollection", "rf_mem") for k in (5, 10)}
     assert declared == expected
+
+
+def test_shared_composition_equals_hydras_for_every_paper_point() -> None:
+    """The tables compose once per set of config-group choices and apply value overrides with Hydra's own code; for
+    every point a paper table reads, the settings equal a full composition of its command line."""
+    from hydra import compose, initialize_config_dir
+
+    from memrepro.experiments import with_common
+    from memrepro.runs.identity import semantic_config
+    from memrepro.tables.conditions import composed_config
+
+    common, experiments = load_experiments(DEFAULT_LIST)
+    points = [with_common(common, p) for e in experiments if e.kind == "run" and e.paper for p in e.points()]
+    assert len(points) > 70
+    shared = [semantic_config(composed_config(tuple(point))) for point in points]
+    with initialize_config_dir(config_dir=str(CONF), version_base=None):
+        for point, settings in zip(points, shared):
+            assert settings == semantic_config(compose("config", overrides=point)), point
