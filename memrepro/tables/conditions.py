@@ -52,12 +52,10 @@ def table_rows(table: str, runs: Sequence[Run], declared_list: tuple[list[str], 
             else:
                 rows.setdefault(owner, TableRow(owner, cell))
     members = [e for e in experiments if e.name in owners]
-    # a run's settings with its retriever in today's nested form (RF-Mem runs recorded flat read the same)
-    recorded = {run.folder: semantic_config({**run.config, "retriever": run.retriever}) for run in runs}
     for experiment in members:
         settings = _composed(experiment, tuple(common))
         for run in runs:
-            if recorded[run.folder] in settings:
+            if run.settings in settings:
                 rows[owners[experiment.name]].runs.append(run)
             elif run.config.get(CONDITION_KEY) == experiment.name:
                 warn(f"{run.folder} was launched as condition {experiment.name!r}, whose declaration has changed "

@@ -78,6 +78,14 @@ class Run:
         return nest_flat_config(self.config["retriever"])
 
     @cached_property
+    def settings(self) -> dict[str, Any]:
+        """What decides this run's rankings and metrics, as its run id hashes it (the retriever in today's nested
+        form, so RF-Mem runs recorded flat compare equal): what a declared condition is matched by."""
+        from memrepro.runs.identity import semantic_config
+
+        return semantic_config({**self.config, "retriever": self.retriever})
+
+    @cached_property
     def retriever_settings(self) -> dict[str, Any]:
         """The retriever config by dotted path (``recollection.alpha``, ``gate.tau``, ``k``)."""
         return dotted(self.retriever)
