@@ -15,6 +15,7 @@ second pass costs one dataset load and model load per entry.
 
 from __future__ import annotations
 
+import copy
 import itertools
 import subprocess
 import sys
@@ -31,6 +32,8 @@ from memrepro.paths import CONFIG_DIR
 
 DEFAULT_LIST = CONFIG_DIR / "experiments.yaml"
 KINDS = ("run", "train")
+# libyaml's safe loader where PyYAML has it: the list is read at every start (its presets), 30 ms faster in C
+SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 PRESET_GROUP = "experiment"  # `+experiment=<name>`: a single-run entry as a Hydra preset
 CONDITION_KEY = "condition"  # the run config key that records which entry a run was launched as
 
@@ -78,10 +81,8 @@ class Experiment:
         """The override lists of the runs this entry makes: one, or one per point of a sweep's grid."""
         if not self.sweep:
             return [list(self.overrides)]
-        from hydra.core.override_parser.overrides_parser import OverridesParser
-
         choices = []
-        for override in OverridesParser.create().parse_overrides(list(self.overrides)):
+        for override in _parser().parse_overrides(list(self.overrides)):
             key = override.get_key_element()
             values = list(override.sweep_string_iterator()) if override.is_sweep_override() else \
                 [override.get_value_element_as_str()]
@@ -130,7 +131,7 @@ def load_experiments(path: str | Path = DEFAULT_LIST) -> tuple[list[str], list[E
     """``(common overrides, experiments)`` from the list file, validated field by field."""
     path = Path(path)
     try:
-        doc = yaml.safe_load(path.read_text(encoding="utf-8"))
+        doc = yaml.load(path.read_text(encoding="utf-8"), Loader=SAFE_LOADER)
     except (OSError, yaml.YAMLError) as exc:
         raise ExperimentListError(f"{path}: cannot read the experiment list: {exc}") from exc
     if not isinstance(doc, dict) or not isinstance(doc.get("experiments"), list):
@@ -207,16 +208,14 @@ def _paper_cells(value: Any, where: str) -> tuple[PaperCell, ...]:
 def preset_node(experiment: Experiment) -> dict[str, Any]:
     """A single-run entry as a global Hydra config: its config-group choices as ``override`` defaults, its value
     overrides as nested values, and its name under ``condition``. Composes to the entry's command line."""
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-
     defaults: list[Any] = ["_self_"]
     node: dict[str, Any] = {CONDITION_KEY: experiment.name}
-    for override in OverridesParser.create().parse_overrides(list(experiment.overrides)):
+    for override in _parser().parse_overrides(list(experiment.overrides)):
         key = override.get_key_element().lstrip("+~")
         if override.is_sweep_override() or override.is_delete():
             raise ExperimentListError(f"experiment {experiment.name!r}: {override.input_line!r} cannot be a preset "
                                       "value (a sweep or a deletion)")
-        if "." not in key and (CONFIG_DIR / key).is_dir():
+        if picks_a_config(override):
             defaults.append({f"override /{key}": override.value()})
             continue
         *parents, leaf = key.split(".")
@@ -225,6 +224,46 @@ def preset_node(experiment: Experiment) -> dict[str, Any]:
             target = target.setdefault(part, {})
         target[leaf] = override.value()
     return {"defaults": defaults, **node}
+
+
+@lru_cache(maxsize=1)
+def _parser() -> Any:
+    """Hydra's override parser, built once (building it costs about a millisecond per entry otherwise)."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    return OverridesParser.create()
+
+
+def picks_a_config(override: Any) -> bool:
+    """Hydra's rule: an override that names a config group and sets no mapping picks one of the group's configs
+    (``retriever=cascade``); any other sets a value in the composed config (``retriever.k=5``)."""
+    return not isinstance(override.value(), dict) and (CONFIG_DIR / override.key_or_group).is_dir()
+
+
+def composed_config(overrides: Sequence[str]) -> Any:
+    """The config ``python -m memrepro run <overrides>`` composes. Hydra composes once per set of config-group
+    choices (about 0.1 s each); value overrides are then applied by Hydra's own code, as the compose-once sweeper
+    applies them (``hydra_plugins/memrepro_sweeper``; tested equal to a full composition on every point a paper
+    table reads). A copy: callers may change it."""
+    from memrepro.hydra_internals import apply_overrides_to_config
+
+    parsed = _parser().parse_overrides(list(overrides))
+    values = [o for o in parsed if not picks_a_config(o)]
+    if any(o.package is not None or o.is_sweep_override() for o in values):
+        return copy.deepcopy(_compose(tuple(overrides)))
+    config = copy.deepcopy(_compose(tuple(o.input_line for o in parsed if picks_a_config(o))))
+    apply_overrides_to_config(values, config)
+    return config
+
+
+@lru_cache(maxsize=None)
+def _compose(overrides: tuple[str, ...]) -> Any:
+    from hydra import compose, initialize_config_dir
+
+    import memrepro.config  # noqa: F401  (registers the schemas and the presets)
+
+    with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base=None):
+        return compose("config", overrides=list(overrides))
 
 
 @lru_cache(maxsize=1)

@@ -213,7 +213,7 @@ def test_shared_composition_equals_hydras_for_every_paper_point() -> None:
 
     from memrepro.experiments import with_common
     from memrepro.runs.identity import semantic_config
-    from memrepro.tables.conditions import composed_config
+    from memrepro.experiments import composed_config
 
     common, experiments = load_experiments(DEFAULT_LIST)
     points = [with_common(common, p) for e in experiments if e.kind == "run" and e.paper for p in e.points()]

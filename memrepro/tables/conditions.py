@@ -11,13 +11,13 @@ shown.
 
 from __future__ import annotations
 
-import copy
 import sys
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, Callable, Sequence
 
-from memrepro.experiments import CONDITION_KEY, Experiment, PaperCell, load_experiments, with_common
+from memrepro.experiments import (CONDITION_KEY, Experiment, PaperCell, composed_config, load_experiments,
+                                  with_common)
 from memrepro.runs.identity import semantic_config
 from memrepro.tables.runs import Run, preferred
 
@@ -84,32 +84,3 @@ def _warn_once(message: str) -> None:
 def _composed(experiment: Experiment, common: tuple[str, ...]) -> list[dict[str, Any]]:
     """The settings of each run an entry makes (one per sweep point), as a run id sees them."""
     return [semantic_config(composed_config(tuple(with_common(common, point)))) for point in experiment.points()]
-
-
-def composed_config(overrides: tuple[str, ...]) -> Any:
-    """The config ``python -m memrepro run <overrides>`` composes. Hydra composes once per set of config-group
-    choices (about 0.1 s each); value overrides are then applied by Hydra's own code, as the compose-once sweeper
-    applies them (``hydra_plugins/memrepro_sweeper``; equal to a full composition, tested on every declared entry)."""
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-
-    from memrepro.hydra_internals import apply_overrides_to_config
-    from memrepro.paths import CONFIG_DIR
-
-    parsed = OverridesParser.create().parse_overrides(list(overrides))
-    values = [o for o in parsed if isinstance(o.value(), dict) or not (CONFIG_DIR / o.key_or_group).is_dir()]
-    if any(o.package is not None or o.is_sweep_override() for o in values):
-        return copy.deepcopy(_compose(overrides))
-    config = copy.deepcopy(_compose(tuple(o.input_line for o in parsed if not any(o is v for v in values))))
-    apply_overrides_to_config(values, config)
-    return config
-
-
-@lru_cache(maxsize=None)
-def _compose(overrides: tuple[str, ...]) -> Any:
-    from hydra import compose, initialize_config_dir
-
-    import memrepro.config  # noqa: F401  (registers the schemas and the presets)
-    from memrepro.paths import CONFIG_DIR
-
-    with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base=None):
-        return compose("config", overrides=list(overrides))

@@ -12,7 +12,7 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Any, Mapping, Sequence
 
-from memrepro.paths import CONFIG_DIR
+from memrepro.experiments import composed_config
 from memrepro.retrievers.rfmem.params import VARIANT_DEFAULTS
 from memrepro.runs.identity import NON_MEASURING_RETRIEVER_KEYS
 from memrepro.tables.runs import Run, dotted, preferred, same_setting
@@ -24,13 +24,9 @@ IGNORED_KEYS = {"_target_", *NON_MEASURING_RETRIEVER_KEYS}
 def preset(name: str) -> dict[str, Any]:
     """A retriever preset's settings as Hydra composes them (its defaults list and the schema's defaults
     included), by dotted path (``recollection.alpha``), minus the keys that change no measurement."""
-    from hydra import compose, initialize_config_dir
     from omegaconf import OmegaConf
 
-    import memrepro.config  # noqa: F401  (registers the schemas)
-
-    with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base=None):
-        node = compose("config", overrides=[f"retriever={name}"]).retriever
+    node = composed_config([f"retriever={name}"]).retriever
     values = dotted(OmegaConf.to_container(node, resolve=True))
     return {k: v for k, v in values.items() if k not in IGNORED_KEYS}
 
