@@ -98,6 +98,18 @@ def fixture_paths(tmp_path: Path, fixtures_dir: Path, monkeypatch: pytest.Monkey
     return tmp_path
 
 
+def composed_run_config(overrides: list[str]) -> dict:
+    """The config a run of ``overrides`` records: Hydra's full composition of ``conf/config.yaml``, resolved."""
+    from hydra import compose, initialize_config_dir
+    from omegaconf import OmegaConf
+
+    import memrepro.config  # noqa: F401  (registers the schemas and the presets)
+    from memrepro.paths import CONFIG_DIR
+
+    with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base=None):
+        return OmegaConf.to_container(compose("config", overrides=overrides), resolve=True)
+
+
 def run_record(run_id: str = "0" * 16, dataset: str = "locomo", *, summary: dict | None = None,
                n_total: int = 0, **fields: object) -> dict:
     """A valid ``metrics.json`` document (:class:`memrepro.runs.record.RunRecord`) for hand-made run folders:

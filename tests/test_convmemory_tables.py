@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 import yaml
-from conftest import run_record
+from conftest import composed_run_config, run_record
 
 from memrepro.experiments import load_experiments
 from memrepro.runs.identity import algorithm_versions
@@ -65,21 +65,10 @@ CONDITIONS = [
 ]
 
 
-def _composed(overrides: list[str]) -> dict[str, Any]:
-    from hydra import compose, initialize_config_dir
-    from omegaconf import OmegaConf
-
-    import memrepro.config  # noqa: F401
-    from memrepro.paths import CONFIG_DIR
-
-    with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base=None):
-        return OmegaConf.to_container(compose("config", overrides=overrides), resolve=True)
-
-
 def _run(root: Path, overrides: list[str], mrr: list[float], batch1_ms: float | None = None,
          described: dict[str, Any] | None = None, condition: str | None = None) -> Path:
     """A complete run folder whose config.yaml is the composition of ``overrides`` (as a real run records it)."""
-    config = _composed(overrides)
+    config = composed_run_config(overrides)
     config["condition"] = condition
     name = overrides[-1].split("=")[1] if overrides[-1].startswith("retriever=") else "x"
     folder = root / "runs" / "locomo" / name / "all-mpnet-base-v2" / f"{abs(hash(tuple(overrides))):016x}"[:16]

@@ -10,7 +10,7 @@ from typing import Any
 import pandas as pd
 import pytest
 import yaml
-from conftest import run_record
+from conftest import composed_run_config, run_record
 
 from memrepro.cli import tables as tables_cli
 from memrepro.reference import reference_at
@@ -121,17 +121,6 @@ def _paper(method: str, k: int) -> dict[str, float]:
     return reference_at("rfmem", "table_2", "models", "all-mpnet-base-v2", method, f"recall_at_{k}")
 
 
-def _composed(overrides: list[str]) -> dict[str, Any]:
-    """The config a run of ``overrides`` records (Hydra's composition, resolved)."""
-    from hydra import compose, initialize_config_dir
-    from omegaconf import OmegaConf
-
-    from memrepro.paths import CONFIG_DIR
-
-    with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base=None):
-        return OmegaConf.to_container(compose("config", overrides=overrides), resolve=True)
-
-
 def _cells(folders: dict[tuple[str, str], Path]) -> dict[tuple[str, str], Run]:
     """What the tables are given: each declared cell's run (``memrepro.tables.conditions.cell_runs``)."""
     return {key: Run(folder) for key, folder in folders.items()}
@@ -168,7 +157,7 @@ def _pb_fixture(root: Path, *, recollection_shift: float = 0.0,
                 [f"retriever.k={k}"] if method == "familiarity" else [])
             if method != "familiarity":
                 overrides[-1] += f"_personabench_table2_r{k}"
-            config = _composed(overrides) if composed else None
+            config = composed_run_config(overrides) if composed else None
             if config and method != "familiarity" and k == 5:  # recorded flat, as above: still its condition's run
                 config["retriever"] = _flat_record(dotted(config["retriever"]))
             folder = _write_run(root, name, "all-mpnet-base-v2", retriever, {metric: paper["overall"]}, cats,
@@ -241,7 +230,7 @@ def test_preset_matching_refuses_other_settings(tmp_path: Path) -> None:
 def test_tables_command_renders_every_table_and_the_matrix(tmp_path: Path) -> None:
     _pb_fixture(tmp_path, composed=True)  # the runs the declared conditions make
     # a newer run of the same preset on a smaller slice of PersonaBench: no declared condition, so in no table
-    smaller = _composed(["dataset=personabench", "encoder=mpnet", "retriever=rfmem_personabench_table2_r5",
+    smaller = composed_run_config(["dataset=personabench", "encoder=mpnet", "retriever=rfmem_personabench_table2_r5",
                          "dataset.people_per_community=2"])
     _write_run(tmp_path, "rfmem", "all-mpnet-base-v2", {}, {"pb_recall@5": 0.99}, {}, {"q0": {"pb_recall@5": 0.99}},
                created="2026-12-01", config=smaller)
