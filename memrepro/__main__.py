@@ -143,6 +143,11 @@ def main(argv: list[str] | None = None) -> int:
             print(usage_error(f"python -m memrepro {name}", problem, "the config groups and options"),
                   file=sys.stderr)
             return EXIT_BAD_INPUT
+    if name in HYDRA_COMMANDS:
+        from memrepro.experiments import asks_for_presets, register_presets
+
+        if asks_for_presets(rest):
+            register_presets()
     sys.argv = [f"memrepro {name}", *rest]
     _hydra_errors_in_one_line()
     from memrepro.cli.failures import install_sigterm_handler, reported

@@ -103,9 +103,11 @@ def composed_run_config(overrides: list[str]) -> dict:
     from hydra import compose, initialize_config_dir
     from omegaconf import OmegaConf
 
-    import memrepro.config  # noqa: F401  (registers the schemas and the presets)
+    import memrepro.config  # noqa: F401  (registers the schemas)
+    from memrepro.experiments import register_presets
     from memrepro.paths import CONFIG_DIR
 
+    register_presets()
     with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base=None):
         return OmegaConf.to_container(compose("config", overrides=overrides), resolve=True)
 

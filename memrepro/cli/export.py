@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 from memrepro.cli.args import ArgumentParser
+from memrepro.paths import folder
 from memrepro.errors import MemreproError
 
 
@@ -42,7 +43,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"memrepro: error: {str(exc).splitlines()[0]}", file=sys.stderr)
             return 2
         benchmark, _ = load_benchmark(cfg.dataset)
-        out = Path(args.out) if args.out else (Path(os.environ.get("MEMREPRO_RESULTS_DIR", "results")) / "export"
+        out = Path(args.out) if args.out else (folder("results_dir") / "export"
                                                / benchmark.name / args.format)
         written = export(benchmark, out, args.format)
     except MemreproError as exc:

@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 from memrepro.cli.args import ArgumentParser
+from memrepro.paths import folder
 from memrepro.errors import EXIT_BAD_INPUT, MemreproError, one_line
 
 
@@ -27,8 +28,8 @@ def main(argv: list[str] | None = None) -> int:
     action = parser.add_mutually_exclusive_group()
     action.add_argument("--restore", action="store_true", help="write every kept run absent from results/runs back")
     action.add_argument("--list", action="store_true", help="list the kept runs and whether results/runs has them")
-    parser.add_argument("--results", type=Path, default=Path(os.environ.get("MEMREPRO_RESULTS_DIR", "results")))
-    parser.add_argument("--kept", type=Path, default=Path(os.environ.get("MEMREPRO_KEPT_DIR", "results/kept")))
+    parser.add_argument("--results", type=Path, default=folder("results_dir"))
+    parser.add_argument("--kept", type=Path, default=folder("kept_dir"))
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
     kept = KeptRuns(args.results, args.kept, say=lambda line: print(f"memrepro: {line}", file=sys.stderr))
     if (args.restore or args.list) and args.folders:

@@ -16,6 +16,7 @@ from pathlib import Path
 import pandas as pd
 
 from memrepro.cli.args import ArgumentParser
+from memrepro.paths import folder
 from memrepro.experiments import DEFAULT_LIST, load_experiments
 from memrepro.runs.kept import KeptRuns
 from memrepro.tables import rfmem
@@ -120,11 +121,11 @@ def render_matrix(cells: list[Cell], out: Path) -> dict[str, str]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = ArgumentParser(prog="python -m memrepro tables", description=__doc__)
-    parser.add_argument("--results", default=os.environ.get("MEMREPRO_RESULTS_DIR", "results"))
+    parser.add_argument("--results", default=str(folder("results_dir")))
     parser.add_argument("--resamples", type=int, default=10_000, help="paired bootstrap resamples (seed 13)")
     parser.add_argument("--experiments", default=str(DEFAULT_LIST),
                         help="the experiment list whose declared conditions are the tables' rows (default: %(default)s)")
-    parser.add_argument("--kept", default=os.environ.get("MEMREPRO_KEPT_DIR", "results/kept"),
+    parser.add_argument("--kept", default=str(folder("kept_dir")),
                         help="kept runs (python -m memrepro keep), restored into results/runs first")
     parser.add_argument("--report", default=None,
                         help="the reproduction report to write (default: docs/reproduction.md beside the results "
