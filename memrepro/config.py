@@ -19,7 +19,7 @@ from memrepro.datasets import locomo, longmemeval, personabench, personamem  # t
 from memrepro.errors import ConfigError
 from memrepro.limits import DEFAULT_CHUNK_BYTES
 from memrepro.models.convmemory_v1_shape import V1_DEFAULT_SHAPE
-from memrepro.paths import folder
+from memrepro.paths import folder_path
 from memrepro.retrievers.arms import ARMS
 from memrepro.retrievers.rfmem.params import (COSINE, ENGINES, LATENCY_SCOPES, FamiliarityParams, GateParams,
                                               RecollectionParams, refuse_faithful_only_variants)
@@ -355,7 +355,7 @@ class EvalConfig:
     overwrite: bool = False
 
 
-FOLDER_RESOLVER = "memrepro.folder"  # ${memrepro.folder:results_dir}: memrepro.paths.folder
+FOLDER_RESOLVER = "memrepro.folder"  # ${memrepro.folder:results_dir}: memrepro.paths.folder_path
 
 # The schema of each config group's options, by ConfigStore name (``<group>/<name>``): what a preset names first.
 GROUP_SCHEMAS: Mapping[str, Mapping[str, type]] = {
@@ -388,7 +388,7 @@ def register_configs() -> None:
     are registered by whoever composes with them (:func:`memrepro.experiments.register_presets`): parsing the
     list costs more than composing a run."""
     if not OmegaConf.has_resolver(FOLDER_RESOLVER):
-        OmegaConf.register_new_resolver(FOLDER_RESOLVER, lambda name: str(folder(name)))
+        OmegaConf.register_new_resolver(FOLDER_RESOLVER, lambda name: str(folder_path(name)))
     store = ConfigStore.instance()
     store.store(name="run_schema", node=RunConfig)
     store.store(name="train_schema", node=TrainConfig)

@@ -49,7 +49,7 @@ def project_root() -> tuple[Path, str | None]:
     return here, None
 
 
-def folder(name: str) -> Path:
+def folder_path(name: str) -> Path:
     """A folder of :data:`FOLDERS`: its variable when set (a relative value is read from the current folder, as
     any path a user types), else its default under the project root."""
     variable, default = FOLDERS[name]
@@ -72,3 +72,12 @@ def outside_notice() -> str | None:
         return None
     return (f"memrepro: not inside a memrepro checkout and ${HOME_ENV} is unset: results, kept runs, models and logs "
             f"go under {root}; set {HOME_ENV}=<folder> (or run from the checkout) to use another folder")
+
+
+def shown(path: str | os.PathLike[str]) -> str:
+    """A path as messages print it: relative to the current folder when under it, else absolute."""
+    absolute = Path(os.path.abspath(path))
+    try:
+        return str(absolute.relative_to(Path.cwd()))
+    except ValueError:
+        return str(absolute)

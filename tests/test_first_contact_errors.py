@@ -147,7 +147,7 @@ def test_eval_and_compare_refusals_are_bad_input_and_bench_help_is_help(tmp_path
 
     absent = memrepro("compare", str(tmp_path / "absent"), str(tmp_path / "other"), tmp=tmp_path,
                       data_dir=fixtures_dir)
-    assert str(tmp_path / "absent") in one_error_line(absent) and "not a complete run folder" in absent.stderr
+    assert one_error_line(absent).startswith(f"memrepro: error: {tmp_path / 'absent'}: does not exist; ")
     (tmp_path / "incomplete").mkdir()
     (tmp_path / "incomplete" / "metrics.json").write_text("{}")
     incomplete = memrepro("compare", str(tmp_path / "incomplete"), str(tmp_path / "incomplete"), tmp=tmp_path,

@@ -47,7 +47,7 @@ def paths(fixture_paths: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 @pytest.fixture()
 def offline_base(monkeypatch: pytest.MonkeyPatch) -> None:
     """The cross-encoder's base model is only named here (nothing in these tests loads it)."""
-    monkeypatch.setattr(TrainedCrossEncoders, "base", lambda self: ("unused", "test-base"))
+    monkeypatch.setattr(TrainedCrossEncoders, "base", lambda self, verify=False: ("unused", "test-base"))
 
 
 def test_the_plan_is_printed_once_before_training_with_a_line_per_model_and_the_total(

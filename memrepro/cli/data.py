@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from memrepro.cli.args import ArgumentParser
-from memrepro.paths import folder
+from memrepro.paths import folder_path
 from memrepro.datasets.catalogue import DOWNLOADS, catalogue
 from memrepro.datasets.download import ChecksumMismatch, OfflineError, check, download
 from memrepro.datasets.io import DATA_DIR_ENV, data_root
@@ -108,7 +108,7 @@ def main(argv: list[str] | None = None) -> int:
     p_check = sub.add_parser("check", parents=[common],
                              help="list each file, present or missing, with sha256 against pinned values")
     p_check.add_argument("--stats", action="store_true", help="also write dataset statistics")
-    p_check.add_argument("--stats-dir", default=str(folder("results_dir") / "data_stats"))
+    p_check.add_argument("--stats-dir", default=str(folder_path("results_dir") / "data_stats"))
     p_check.add_argument("-v", "--verbose", action="store_true", help="list files that are ok too")
     p_download = sub.add_parser("download", parents=[common],
                                 help="fetch the official files (online), verifying checksums")

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from memrepro.errors import DataError, MissingDataError
-from memrepro.paths import FOLDERS, folder
+from memrepro.paths import FOLDERS, folder_path
 from memrepro.types import FileProvenance
 
 DATA_DIR_ENV = FOLDERS["data_dir"][0]
@@ -20,7 +20,7 @@ def data_root(configured: str | os.PathLike[str] | None = None) -> Path:
     """The configured root, else ``$MEMREPRO_DATA_DIR``, else ``data/`` under the project root."""
     if configured:
         return Path(configured).expanduser()
-    return folder("data_dir")
+    return folder_path("data_dir")
 
 
 def require_file(path: Path, how_to_obtain: str) -> Path:
