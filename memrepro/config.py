@@ -248,7 +248,8 @@ class MetricsConfig:
 
 @dataclass
 class PathsConfig:
-    """Where files live; set by conf/paths/default.yaml from memrepro.paths.FOLDERS (the project root)."""
+    """Where files live: each folder's variable, else its place in the project folder (``$MEMREPRO_HOME``, else
+    the checkout; conf/paths/default.yaml), never the current folder."""
 
     data_dir: str = MISSING
     results_dir: str = MISSING

@@ -30,18 +30,19 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 HEAVY = ("torch", "sentence_transformers", "pandas")
 DEFAULT_RUN = ["dataset=locomo", "retriever=dense", "encoder=mpnet"]
-# runs memrepro's dispatcher as `python -m memrepro` does, then names the heavy modules the process imported
+# runs memrepro's dispatcher as `python -m memrepro` does, then names which of the given modules it imported
 PROBE = ("import atexit, runpy, sys\n"
-         "atexit.register(lambda: print('loaded:' + ','.join(m for m in {heavy!r} if m in sys.modules), "
+         "atexit.register(lambda: print('loaded:' + ','.join(m for m in {modules!r} if m in sys.modules), "
          "file=sys.stderr))\n"
          "sys.argv = ['memrepro', *sys.argv[1:]]\n"
          "runpy.run_module('memrepro', run_name='__main__', alter_sys=True)\n")
 
 
-def loaded_modules(args: list[str], env: dict[str, str], cwd: Path = REPO) -> tuple[set[str], str]:
-    """The heavy modules (:data:`HEAVY`) ``python -m memrepro <args>`` imports, and its output; fails on an error."""
-    out = subprocess.run([sys.executable, "-c", PROBE.format(heavy=HEAVY), *args], capture_output=True, text=True,
-                         env=env, cwd=cwd, timeout=600)
+def loaded_modules(args: list[str], env: dict[str, str], cwd: Path = REPO,
+                   modules: tuple[str, ...] = HEAVY) -> tuple[set[str], str]:
+    """Which of ``modules`` ``python -m memrepro <args>`` imports, and its output; fails on an error."""
+    out = subprocess.run([sys.executable, "-c", PROBE.format(modules=modules), *args], capture_output=True,
+                         text=True, env=env, cwd=cwd, timeout=600)
     if out.returncode != 0:
         raise RuntimeError(f"python -m memrepro {' '.join(args)} failed ({out.returncode}): {out.stderr[-2000:]}")
     line = next(line for line in reversed(out.stderr.splitlines()) if line.startswith("loaded:"))

@@ -18,31 +18,33 @@ from memrepro.paths import project_root
 # the schemas (docs/parameters.md, `--cfg job`).
 COMMON_KEYS: dict[str, tuple[tuple[str, str], ...]] = {
     "config": (
-        ("dataset.seeds=[7,11]", "LoCoMo: run these split seeds only"),
+        ("dataset.seeds=[7,11]", "LoCoMo: these split seeds only"),
         ("dataset.variant=oracle", "LongMemEval's haystack variant"),
-        ("retriever.mode=topk retriever.k=10", "dense, BM25: the k best instead of a full ranking"),
-        ("retriever.recollection.alpha=0.3", "RF-Mem Recollection (retriever=recollection|rfmem…)"),
-        ("retriever.gate.tau=0.2", "RF-Mem's familiarity gate (retriever=rfmem…)"),
-        ("retriever.engine=compiled", "RF-Mem with numba: the same rankings, faster"),
-        ("metrics.extra=[ndcg@10]", "metrics beyond the benchmark's own"),
-        ("runtime.device=cpu", "where torch computes; runtime.torch_threads=2 caps its CPU threads"),
+        ("retriever.mode=topk retriever.k=10", "dense, BM25: the k best only"),
+        ("retriever.recollection.alpha=0.3", "Recollection (retriever=rfmem…)"),
+        ("retriever.gate.tau=0.2", "RF-Mem's gate (retriever=rfmem…)"),
+        ("retriever.engine=compiled", "RF-Mem in numba: same rankings, faster"),
+        ("metrics.extra=[ndcg@10]", "beyond the benchmark's own metrics"),
+        ("runtime.device=cpu", "where torch computes"),
+        ("runtime.torch_threads=2", "the CPU threads torch may use"),
         ("runtime.progress=false", "no progress bars"),
-        ("paths.results_dir=DIR", "or $MEMREPRO_RESULTS_DIR; $MEMREPRO_HOME moves every folder"),
+        ("paths.results_dir=DIR", "also $MEMREPRO_RESULTS_DIR"),
     ),
     "train": (
         ("seeds=[23]", "these split seeds only (default: all)"),
-        ("runtime.device=cpu", "where torch computes; runtime.torch_threads=2 caps its CPU threads"),
+        ("runtime.device=cpu", "where torch computes"),
+        ("runtime.torch_threads=2", "the CPU threads torch may use"),
     ),
     "eval": (
-        ("run_file=path/to/run.trec", "the run file to score (TREC or JSONL; required)"),
+        ("run_file=path/to/run.trec", "the file to score (TREC, JSONL)"),
         ("name=my-system", "the row's name (results folder)"),
-        ("encoder_label=all-mpnet-base-v2", "the encoder your system used (results folder)"),
-        ("strict=true", "unknown ids, duplicates and missing queries are errors"),
+        ("encoder_label=all-mpnet-base-v2", "the encoder your system used"),
+        ("strict=true", "unknown ids, duplicates: errors"),
     ),
 }
 SUMMARIES = {
-    "config": "retrieve and evaluate one configuration into results/runs/<dataset>/<retriever>/<encoder>/<run id>/;"
-              " a complete run is skipped, a kept one (results/kept) restored",
+    "config": "retrieve and evaluate one configuration into results/runs/ (a complete run is skipped, a kept one "
+              "restored)",
     "train": "find or train every model a retriever needs, one per split seed, into models/",
     "eval": "score an external run file under a benchmark's protocol, into results/runs/",
 }
@@ -63,10 +65,10 @@ def command_help(command: str) -> str:
     """The help of ``run``, ``train`` or ``eval``."""
     config = COMMAND_CONFIG[command]
     root, what = project_root()
-    lines = [f"usage: python -m memrepro {command} [group=option ...] [key=value ...]"
+    lines = [f"usage: python -m memrepro {command} [group=option] [key=value]"
              + (" [-m] [--dry-run]" if command == "run" else " [--plan]" if command == "train" else ""),
              "", *textwrap.wrap(f"{SUMMARIES[config][0].upper()}{SUMMARIES[config][1:]}. Project folder: {root} "
-                                f"({what or 'the current folder: no checkout found, $MEMREPRO_HOME unset'}).",
+                                f"({what or 'the current folder: no checkout found'}; $MEMREPRO_HOME moves it).",
                                 width=_width()),
              "", "config groups (group=option, * the default):"]
     for group, default in group_defaults(config).items():
@@ -75,29 +77,27 @@ def command_help(command: str) -> str:
             continue  # one option (metrics, paths): its keys are set directly
         listed = " ".join(f"{name}*" if name == default else name for name in choices)
         lines += _wrapped(group, listed, 17)
-    lines += ["", "common keys (key=value; `--cfg job` prints every key, docs/parameters.md explains each):"]
+    lines += ["", "common keys (`--cfg job` prints every key; docs/parameters.md explains each):"]
     for override, text in COMMON_KEYS[config]:
         lines += _wrapped(override, text, 38)
     lines += ["", "options:"]
     flags = []
     if command == "run":
-        flags += [("overwrite=true", "recompute a complete run (or one that would be restored)"),
-                  ("+experiment=<name>", "one declared paper condition; `python -m memrepro experiments --list` "
-                                         "lists them"),
-                  ("-m, --multirun", "a sweep: comma-separated values, one run per combination "
-                                     "(retriever.k=5,10); the points share the data, vectors and index"),
-                  ("--dry-run", "print the training plan and what the run would do; nothing is trained, computed "
-                                "or written (with overwrite=true: what recomputing costs)")]
+        flags += [("overwrite=true", "recompute a complete (or kept) run"),
+                  ("+experiment=<name>", "a declared paper condition; the names:"),
+                  ("", "python -m memrepro experiments --list"),
+                  ("-m, --multirun", "a sweep over comma lists (retriever.k=5,10)"),
+                  ("--dry-run", "the training plan and what would run; writes nothing")]
     if command == "train":
-        flags += [("--plan", "print the training plan and exit; nothing is trained or written")]
-    flags += [("--cfg job", "print the composed config and exit"),
+        flags += [("--plan", "the training plan; trains and writes nothing")]
+    flags += [("--cfg job", "print the composed config"),
               ("--debug", "the traceback of a failure too"),
-              ("--hydra-help", "Hydra's own options (launchers, sweepers, tab completion)")]
+              ("--hydra-help", "Hydra's own options (launchers, sweepers)")]
     for flag, text in flags:
         lines += _wrapped(flag, text, 22)
     if command == "run":
         lines += ["", "examples:",
                   "  python -m memrepro run dataset=locomo retriever=cascade",
-                  "  python -m memrepro run dataset=personabench encoder=mpnet retriever=rfmem_personabench",
-                  "  python -m memrepro run -m encoder=minilm,mpnet retriever.mode=topk retriever.k=5,10"]
+                  "  python -m memrepro run dataset=personabench retriever=rfmem_personabench",
+                  "  python -m memrepro run -m encoder=minilm,mpnet"]
     return "\n".join(lines)
