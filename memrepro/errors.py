@@ -86,9 +86,10 @@ class KeyOfOtherOptionsError(UnknownNameError):
         self.name, self.valid, self.nearest = key, list(options), []
         shown = "|".join(self.valid[:self.SHOWN]) + (f"|… ({len(self.valid)} options)" if len(self.valid) > self.SHOWN
                                                      else "")
-        MemreproError.__init__(self, f"config key {key!r} is not one of the chosen {group}'s keys: {key}{'.*' if block else ''} belongs to "
-                                     f"{group}={shown}; choose {'one of them' if len(self.valid) > 1 else 'it'} "
-                                     f"(e.g. {group}={self.valid[0]}) or drop the key")
+        keys = f"{key}.*" if block else key
+        choose = "one of them" if len(self.valid) > 1 else "it"
+        MemreproError.__init__(self, f"config key {key!r} is not one of the chosen {group}'s keys: {keys} belongs to "
+                                     f"{group}={shown}; choose {choose} (e.g. {group}={self.valid[0]}) or drop the key")
 
 
 def _options_with_key(key: str) -> tuple[list[str], bool]:

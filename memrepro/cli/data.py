@@ -8,12 +8,12 @@ import sys
 from pathlib import Path
 
 from memrepro.cli.args import ArgumentParser
-from memrepro.paths import folder_path
 from memrepro.datasets.catalogue import DOWNLOADS, catalogue
 from memrepro.datasets.download import ChecksumMismatch, OfflineError, check, download
 from memrepro.datasets.io import DATA_DIR_ENV, data_root
 from memrepro.errors import EXIT_BAD_INPUT, MemreproError
 from memrepro.files import write_text_atomic
+from memrepro.paths import folder_path
 
 BENCHMARKS = ("locomo", "longmemeval", "personabench", "personamem")
 
@@ -101,7 +101,8 @@ def cmd_download(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     common = ArgumentParser(add_help=False)
-    common.add_argument("--data-dir", default=None, help=f"data root (default ${DATA_DIR_ENV}, else data/ in the project folder)")
+    common.add_argument("--data-dir", default=None,
+                        help=f"data root (default ${DATA_DIR_ENV}, else data/ in the project folder)")
     common.add_argument("--benchmark", action="append", choices=BENCHMARKS, help="restrict to a benchmark")
     parser = ArgumentParser(prog="python -m memrepro data", description="benchmark files")
     sub = parser.add_subparsers(dest="command", required=True)

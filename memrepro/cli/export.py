@@ -11,8 +11,8 @@ import sys
 from pathlib import Path
 
 from memrepro.cli.args import ArgumentParser
-from memrepro.paths import folder_path
 from memrepro.errors import MemreproError
+from memrepro.paths import folder_path
 
 
 def main(argv: list[str] | None = None) -> int:

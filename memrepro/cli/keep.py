@@ -14,8 +14,8 @@ import sys
 from pathlib import Path
 
 from memrepro.cli.args import ArgumentParser
-from memrepro.paths import folder_path
 from memrepro.errors import EXIT_BAD_INPUT, MemreproError, one_line
+from memrepro.paths import folder_path
 
 
 def main(argv: list[str] | None = None) -> int:

