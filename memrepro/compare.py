@@ -28,6 +28,12 @@ class CompareError(MemreproError, ValueError):
 
 def load_run(path: str | Path) -> Run:
     folder = Path(path).expanduser()
+    if not folder.exists():
+        raise CompareError(f"{folder}: does not exist; pass a run folder, "
+                           "results/runs/<dataset>/<retriever>/<encoder>/<run id>")
+    if not folder.is_dir():
+        raise CompareError(f"{folder}: is a file, not a run folder; pass results/runs/<dataset>/<retriever>/<encoder>/"
+                           "<run id>")
     if not (folder / COMPLETE).is_file():
         raise CompareError(f"{folder}: not a complete run folder (no {COMPLETE} marker); pass a folder under "
                            "results/runs/<dataset>/<retriever>/<encoder>/<run id>")

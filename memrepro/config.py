@@ -13,13 +13,13 @@ from dataclasses import dataclass, field
 from typing import Any, List, Mapping, Optional
 
 from hydra.core.config_store import ConfigStore
-from omegaconf import MISSING
+from omegaconf import MISSING, OmegaConf
 
 from memrepro.datasets import locomo, longmemeval, personabench, personamem  # their allowed names (no torch)
 from memrepro.errors import ConfigError
-from memrepro.experiments import register_presets
 from memrepro.limits import DEFAULT_CHUNK_BYTES
 from memrepro.models.convmemory_v1_shape import V1_DEFAULT_SHAPE
+from memrepro.paths import folder_path
 from memrepro.retrievers.arms import ARMS
 from memrepro.retrievers.rfmem.params import (COSINE, ENGINES, LATENCY_SCOPES, FamiliarityParams, GateParams,
                                               RecollectionParams, refuse_faithful_only_variants)
@@ -248,12 +248,15 @@ class MetricsConfig:
 
 @dataclass
 class PathsConfig:
+    """Where files live: each folder's variable, else its place in the project folder (``$MEMREPRO_HOME``, else
+    the checkout; conf/paths/default.yaml), never the current folder."""
+
     data_dir: str = MISSING
     results_dir: str = MISSING
     cache_dir: str = MISSING
-    log_dir: str = "outputs"
-    models_dir: str = "models"
-    kept_dir: str = "results/kept"  # committed copies of expensive runs (memrepro/runs/kept.py)
+    log_dir: str = MISSING
+    models_dir: str = MISSING
+    kept_dir: str = MISSING  # committed copies of expensive runs (memrepro/runs/kept.py)
 
 
 @dataclass
@@ -353,6 +356,8 @@ class EvalConfig:
     overwrite: bool = False
 
 
+FOLDER_RESOLVER = "memrepro.folder"  # ${memrepro.folder:results_dir}: memrepro.paths.folder_path
+
 # The schema of each config group's options, by ConfigStore name (``<group>/<name>``): what a preset names first.
 GROUP_SCHEMAS: Mapping[str, Mapping[str, type]] = {
     "dataset": {"locomo_schema": LocomoDatasetConfig, "longmemeval_schema": LongMemEvalDatasetConfig,
@@ -380,6 +385,11 @@ def schema_for_target(target: str) -> type | None:
 
 
 def register_configs() -> None:
+    """The schemas, and ``${memrepro.folder:<name>}`` (conf/paths/default.yaml). The ``+experiment=<name>`` presets
+    are registered by whoever composes with them (:func:`memrepro.experiments.register_presets`): parsing the
+    list costs more than composing a run."""
+    if not OmegaConf.has_resolver(FOLDER_RESOLVER):
+        OmegaConf.register_new_resolver(FOLDER_RESOLVER, lambda name: str(folder_path(name)))
     store = ConfigStore.instance()
     store.store(name="run_schema", node=RunConfig)
     store.store(name="train_schema", node=TrainConfig)
@@ -387,7 +397,6 @@ def register_configs() -> None:
     for group, schemas in GROUP_SCHEMAS.items():
         for name, schema in schemas.items():
             store.store(group=group, name=name, node=schema)
-    register_presets()
 
 
 register_configs()

@@ -260,10 +260,18 @@ def composed_config(overrides: Sequence[str]) -> Any:
 def _compose(overrides: tuple[str, ...]) -> Any:
     from hydra import compose, initialize_config_dir
 
-    import memrepro.config  # noqa: F401  (registers the schemas and the presets)
+    import memrepro.config  # noqa: F401  (registers the schemas)
 
+    register_presets()
     with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base=None):
         return compose("config", overrides=list(overrides))
+
+
+def asks_for_presets(argv: Sequence[str]) -> bool:
+    """Whether a command line picks a preset (``+experiment=<name>``) or asks Hydra to complete one: only then are
+    the presets registered (:func:`register_presets`), since reading the list costs more than composing a run."""
+    keys = {arg.lstrip("+~").split("=", 1)[0].split("@", 1)[0] for arg in argv}
+    return PRESET_GROUP in keys or bool(keys & {"-sc", "--shell-completion"})
 
 
 @lru_cache(maxsize=1)

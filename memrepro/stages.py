@@ -24,9 +24,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from memrepro.datasets.verify import enforce
 from memrepro.errors import EXIT_BAD_INPUT, MemreproError
-from memrepro.evaluation.aggregate import aggregate
 from memrepro.evaluation.freeze import FrozenRanking
-from memrepro.evaluation.metrics import compute_metrics
 from memrepro.models.encoder import CachedEncoder
 from memrepro.retrievers.base import RetrievalInput
 from memrepro.search import EpisodeIndex, SearchOptions, build_index
@@ -169,6 +167,8 @@ def score_rankings(benchmark: Benchmark, rankings: Mapping[tuple[str, str], Froz
     """Frozen rankings → (per-query rows, counts, aggregate summary): the one scoring path of ``run``, ``eval``
     and ``memrepro.evaluate``. A split in ``reused_rows`` takes those rows (``memrepro.runs.seed_reuse``), rescored
     from their stored gold ranks."""
+    from memrepro.evaluation.aggregate import aggregate  # pandas: only when a run is scored
+
     with _no_gc():  # ~10^6 small containers per LoCoMo run: the cyclic GC would rescan every ranking many times
         rows, counts = _score(benchmark, rankings, traces, metric_names, latency_ms, top_n, reused_rows or {})
     summary = aggregate([{"split": r["split"], "category": r["category"], **r["metrics"]}
@@ -191,6 +191,8 @@ def _no_gc():
 def _score(benchmark: Benchmark, rankings: Mapping[tuple[str, str], FrozenRanking], traces: Mapping,
            metric_names: list[str], latency_ms: Mapping[str, float], top_n: int,
            reused_rows: Mapping[str, list[dict[str, Any]]]):
+    from memrepro.evaluation.metrics import compute_metrics
+
     rows: list[dict[str, Any]] = []
     counts = {"n_total": 0, "n_scored": 0, "n_excluded": {}}
     chars_of: dict[str, dict[str, int]] = {}  # per episode, built once (not once per query)

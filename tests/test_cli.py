@@ -82,6 +82,10 @@ def test_multirun_sweep(tmp_path: Path, fixtures_dir: Path) -> None:
                    data_dir=fixtures_dir)
     assert out.returncode == 0, out.stderr
     assert len(list((tmp_path / "results").rglob(COMPLETE))) == 2
+    # its first line, before any point loads anything: how many points, over what, and what they share
+    assert out.stdout.splitlines()[0] == ("sweep: 2 points (retriever.k: 2); run one after another in this process: "
+                                          "they share each dataset and encoder, loaded once, and their vectors and "
+                                          "index, encoded and built once")
 
 
 def test_missing_data_is_one_clear_error(tmp_path: Path) -> None:

@@ -16,6 +16,7 @@ Lives in ``hydra_plugins`` because Hydra only instantiates sweepers from that pa
 
 
 import copy
+import math
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
@@ -99,6 +100,25 @@ class ComposeOnceLoader:
 
 
 class ComposeOnceSweeper(basic_sweeper()):  # the class Hydra's discovery made
+    def sweep(self, arguments: List[str]) -> Any:
+        print(self.plan(arguments), flush=True)  # before the first point loads anything (seconds, minutes)
+        return super().sweep(arguments)
+
+    def plan(self, arguments: List[str]) -> str:
+        """``sweep: 20 points (retriever.recollection.alpha: 5 × retriever.gate.tau: 4); ...``: how many points,
+        over which values, and what they share."""
+        params = [f"{key}={value}" for key, value in (self.params or {}).items()] + list(arguments)
+        swept = [(o.get_key_element(), len(list(o.sweep_string_iterator())))
+                 for o in OverridesParser.create().parse_overrides(params) if o.is_sweep_override()
+                 and o.is_discrete_sweep()]
+        points = math.prod(n for _, n in swept)
+        axes = f" ({' × '.join(f'{key}: {n}' for key, n in swept)})" if swept else ""
+        launcher = type(self.launcher).__name__
+        shared = ("run one after another in this process: they share each dataset and encoder, loaded once, and "
+                  "their vectors and index, encoded and built once" if launcher == "BasicLauncher" else
+                  f"launched by {launcher}, each in its own process (they share the embedding cache)")
+        return f"sweep: {points} point{'s' if points != 1 else ''}{axes}; {shared}"
+
     def setup(self, *, hydra_context: HydraContext, task_function: TaskFunction, config: DictConfig) -> None:
         context = HydraContext(config_loader=ComposeOnceLoader(hydra_context.config_loader),
                                callbacks=hydra_context.callbacks)

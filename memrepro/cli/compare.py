@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 from memrepro.cli.args import ArgumentParser
+from memrepro.paths import folder_path
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -45,15 +46,13 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def leaderboard_main(argv: list[str] | None = None) -> int:
-    import os
-
     from memrepro.tables.leaderboard import render_leaderboard
     from memrepro.tables.runs import complete_runs
 
     parser = ArgumentParser(prog="python -m memrepro leaderboard",
                             description="every retriever x every benchmark on one encoder: primary metric, "
                             "Δ vs dense with significance marks, ms/query (reads results/, runs nothing)")
-    parser.add_argument("--results", default=os.environ.get("MEMREPRO_RESULTS_DIR", "results"))
+    parser.add_argument("--results", default=str(folder_path("results_dir")))
     parser.add_argument("--encoder", default="all-MiniLM-L6-v2", help="encoder label of the runs (folder name)")
     parser.add_argument("--resamples", type=int, default=10_000)
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)

@@ -13,6 +13,7 @@ from memrepro.datasets.download import ChecksumMismatch, OfflineError, check, do
 from memrepro.datasets.io import DATA_DIR_ENV, data_root
 from memrepro.errors import EXIT_BAD_INPUT, MemreproError
 from memrepro.files import write_text_atomic
+from memrepro.paths import folder_path
 
 BENCHMARKS = ("locomo", "longmemeval", "personabench", "personamem")
 
@@ -100,14 +101,15 @@ def cmd_download(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     common = ArgumentParser(add_help=False)
-    common.add_argument("--data-dir", default=None, help=f"data root (default ${DATA_DIR_ENV} or ./data)")
+    common.add_argument("--data-dir", default=None,
+                        help=f"data root (default ${DATA_DIR_ENV}, else data/ in the project folder)")
     common.add_argument("--benchmark", action="append", choices=BENCHMARKS, help="restrict to a benchmark")
     parser = ArgumentParser(prog="python -m memrepro data", description="benchmark files")
     sub = parser.add_subparsers(dest="command", required=True)
     p_check = sub.add_parser("check", parents=[common],
                              help="list each file, present or missing, with sha256 against pinned values")
     p_check.add_argument("--stats", action="store_true", help="also write dataset statistics")
-    p_check.add_argument("--stats-dir", default="results/data_stats")
+    p_check.add_argument("--stats-dir", default=str(folder_path("results_dir") / "data_stats"))
     p_check.add_argument("-v", "--verbose", action="store_true", help="list files that are ok too")
     p_download = sub.add_parser("download", parents=[common],
                                 help="fetch the official files (online), verifying checksums")

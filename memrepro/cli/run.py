@@ -9,7 +9,8 @@ from omegaconf import DictConfig
 
 import memrepro.config  # noqa: F401  (registers the schemas in the ConfigStore)
 from memrepro.cli.failures import reported
-from memrepro.paths import CONFIG_DIR
+from memrepro.logs import above_progress_bars
+from memrepro.paths import CONFIG_DIR, shown
 from memrepro.report import summary_table
 
 log = logging.getLogger("memrepro")
@@ -24,7 +25,8 @@ def main(cfg: DictConfig) -> None:
         if plan_only():  # --dry-run: the training plan and what would happen; nothing trained or written
             print(dry_run(cfg))
             return
-        outcome = run(cfg)
+        with above_progress_bars():
+            outcome = run(cfg)
     state = "skipped (already complete)" if outcome.skipped else "done"  # a restore is said by the runner's line
-    print(f"\n{state}: {outcome.folder}")
+    print(f"\n{state}: {shown(outcome.folder)}")
     print(summary_table(outcome.record))

@@ -8,7 +8,6 @@ paper's number, |Δ| and a verdict (or the reason there is none), with a summary
 
 from __future__ import annotations
 
-import os
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,6 +16,7 @@ import pandas as pd
 
 from memrepro.cli.args import ArgumentParser
 from memrepro.experiments import DEFAULT_LIST, load_experiments
+from memrepro.paths import folder_path
 from memrepro.runs.kept import KeptRuns
 from memrepro.tables import rfmem
 from memrepro.tables.convmemory import (ablation_table, calibration_table, cost_notes, main_table,
@@ -120,11 +120,11 @@ def render_matrix(cells: list[Cell], out: Path) -> dict[str, str]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = ArgumentParser(prog="python -m memrepro tables", description=__doc__)
-    parser.add_argument("--results", default=os.environ.get("MEMREPRO_RESULTS_DIR", "results"))
+    parser.add_argument("--results", default=str(folder_path("results_dir")))
     parser.add_argument("--resamples", type=int, default=10_000, help="paired bootstrap resamples (seed 13)")
     parser.add_argument("--experiments", default=str(DEFAULT_LIST),
                         help="the experiment list whose declared conditions are the tables' rows (default: %(default)s)")
-    parser.add_argument("--kept", default=os.environ.get("MEMREPRO_KEPT_DIR", "results/kept"),
+    parser.add_argument("--kept", default=str(folder_path("kept_dir")),
                         help="kept runs (python -m memrepro keep), restored into results/runs first")
     parser.add_argument("--report", default=None,
                         help="the reproduction report to write (default: docs/reproduction.md beside the results "
@@ -138,8 +138,11 @@ def main(argv: list[str] | None = None) -> int:
     args.readme = str(home / "README.md") if args.readme is None else args.readme
     restored, problems = KeptRuns(Path(args.results), Path(args.kept),
                                   say=lambda line: print(f"memrepro: {line}", file=sys.stderr)).restore_all()
-    for line in [f"restored the kept run {folder}" for folder in restored] + [f"warning: {p}" for p in problems]:
-        print(f"memrepro: {line}", file=sys.stderr)
+    if restored:  # one line: a fresh clone restores every kept run
+        print(f"memrepro: restored {len(restored)} kept run{'s' if len(restored) > 1 else ''} into "
+              f"{args.results}/runs (from {args.kept})", file=sys.stderr)
+    for problem in problems:
+        print(f"memrepro: warning: {problem}", file=sys.stderr)
     runs = complete_runs(args.results)
     if not runs:
         print(f"no complete runs under {args.results}/runs: run `python -m memrepro experiments` (or "

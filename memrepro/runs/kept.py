@@ -145,7 +145,7 @@ class KeptRuns:
         for copy in self.all():
             folder = self.folder_of(copy)
             try:
-                if self.restore(folder):
+                if self.restore(folder, announce=False):  # the caller says how many, in one line
                     restored.append(folder)
             except MemreproError as exc:  # one damaged copy does not stop the others
                 problems.append(one_line(exc))
