@@ -63,6 +63,8 @@ class Options:
     up_link: str | None = None  # a link back to the site this report is part of (relative to the report's root)
     resamples: int = cmp.RESAMPLES
     workers: int = 1  # worker processes beside this one (0: every job here)
+    comparisons: Path = cmp.DECLARED  # the declared paper comparisons
+    experiments: Path | None = None  # the experiment list their conditions come from (None: the default list)
 
 
 @dataclass
@@ -201,12 +203,14 @@ def build(options: Options, say: Callable[[str], None]) -> Built:
         runs = report_runs(Path(options.results_dir), options.kept_dir and Path(options.kept_dir), skip)
         with Background(options.workers) as background:
             # the worker composes the presets and computes the declared comparisons while this process reads runs
-            presets_job = background.submit(all_presets)
-            compare_job = background.submit(cmp.declared_results, [(str(r.folder), isinstance(r, KeptRun))
-                                                                    for r in runs], options.resamples)
+            presets_job = background.submit(all_presets) if background.pool else None  # else composed as needed
+            compare_job = background.submit(cmp.declared_results,
+                                            [(str(r.folder), isinstance(r, KeptRun)) for r in runs],
+                                            options.resamples, options.comparisons, options.experiments)
             prepared = prepare_runs(site, runs, skip)
             site.n_runs = len(prepared)
-            use_presets(presets_job.result())
+            if presets_job:
+                use_presets(presets_job.result())
             names = run_labels([p.run for p in prepared])
             infos = {p.key: run_page(site, p, *names[p.key]) for p in prepared}
             runs = [p.run for p in prepared]
@@ -317,7 +321,7 @@ def run_labels(runs: Sequence[Run]) -> dict[str, tuple[str, str]]:
     then name the group, and each part is labelled on its own."""
     groups: dict[tuple[str, str, str, str], list[Run]] = defaultdict(list)
     for run in runs:
-        preset = closest("retriever", run.retriever).preset or run.retriever_name
+        preset = closest("retriever", run.retriever, run.retriever_name).preset or run.retriever_name
         groups[(run.dataset, run.retriever_name, run.encoder_label, preset)].append(run)
     out: dict[str, tuple[str, str]] = {}
     for (_, _, encoder, preset), members in groups.items():
@@ -375,7 +379,7 @@ def prepare_runs(site: Site, runs: Sequence[Run], skip: Callable[[str], None]) -
 
 def run_page(site: Site, prepared: Prepared, group: str, label: str) -> RunInfo:
     run, record = prepared.run, prepared.run.record
-    recipes = recipe(run.config, run.retriever)
+    recipes = recipe(run)
     primary = [m for m in record.primary if m in record.metric_names]
     metrics = primary + [m for m in record.metric_names if m not in primary]
     info = RunInfo(prepared.key, label, group, " · ".join(f"{r.group}: {r.text()}" for r in recipes), run.dataset,

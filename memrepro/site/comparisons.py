@@ -56,20 +56,21 @@ def declared(path: Path = DECLARED) -> list[Declared]:
     return out
 
 
-def declared_pairs(runs: Sequence[Run], say) -> list[tuple[Declared, Run, Run]]:
+def declared_pairs(runs: Sequence[Run], say, comparisons: Path = DECLARED,
+                   experiments: Path | None = None) -> list[tuple[Declared, Run, Run]]:
     """Each declared comparison whose two conditions both have a run here (the others said in one line each)."""
-    from memrepro.experiments import load_experiments
+    from memrepro.experiments import DEFAULT_LIST, load_experiments
     from memrepro.tables.conditions import condition_runs
 
-    common, experiments = load_experiments()
-    by_name = {e.name: e for e in experiments}
+    common, listed = load_experiments(experiments or DEFAULT_LIST)
+    by_name = {e.name: e for e in listed}
     out = []
-    for entry in declared():
+    for entry in declared(comparisons):
         sides = []
         for condition in (entry.baseline, entry.other):
             if condition not in by_name:
-                raise ComparisonListError(f"{DECLARED}: comparison {entry.name!r}: unknown condition {condition!r} "
-                                          f"(not in the experiment list)")
+                raise ComparisonListError(f"{comparisons}: comparison {entry.name!r}: unknown condition "
+                                          f"{condition!r} (not in the experiment list {experiments or DEFAULT_LIST})")
             sides.append(preferred(condition_runs(by_name[condition], runs, common)))
         if None in sides:
             absent = [c for c, run in zip((entry.baseline, entry.other), sides) if run is None]
@@ -169,7 +170,8 @@ def _move(row: dict[str, Any], other_row: dict[str, Any], base_rank: int | None,
             "base_top": [m for m, _ in row["top"][:1]], "other_top": [m for m, _ in other_row["top"][:1]]}
 
 
-def declared_results(folders: Sequence[tuple[str, bool]], resamples: int = RESAMPLES
+def declared_results(folders: Sequence[tuple[str, bool]], resamples: int = RESAMPLES, comparisons: Path = DECLARED,
+                     experiments: Path | None = None
                      ) -> tuple[list[tuple[Declared, str, str, Pairing | str]], list[str]]:
     """Every declared comparison over the runs at ``folders`` (``(folder, kept)``): ``(entry, base key, other key,
     its pairing or why it was refused)``, and one line per comparison left out. Runs in a worker process."""
@@ -178,7 +180,7 @@ def declared_results(folders: Sequence[tuple[str, bool]], resamples: int = RESAM
     runs = [KeptRun(Path(folder)) if kept else Run(Path(folder)) for folder, kept in folders]
     lines: list[str] = []
     out = []
-    for entry, base, other in declared_pairs(runs, lines.append):
+    for entry, base, other in declared_pairs(runs, lines.append, comparisons, experiments):
         try:
             out.append((entry, base.folder.name, other.folder.name, pair(base, other, resamples=resamples)))
         except MemreproError as exc:

@@ -38,40 +38,39 @@ def measured(group: str, node: Mapping[str, Any]) -> dict[str, Any]:
     return flatten(semantic_config({group: dict(node)}).get(group) or {})
 
 
-_PRESETS: dict[str, tuple[tuple[str, dict[str, Any]], ...]] = {}
+_PRESETS: dict[tuple[str, str], dict[str, Any] | None] = {}  # (group, preset) -> settings; None: does not compose
 
 
-def presets(group: str) -> tuple[tuple[str, dict[str, Any]], ...]:
-    """Every preset of ``group`` as composed (``(name, flattened measured settings)``), composed once per process;
-    one that does not compose alone is left out."""
-    if group not in _PRESETS:
-        _PRESETS[group] = _compose_presets(group)
-    return _PRESETS[group]
+def preset_names(group: str) -> list[str]:
+    return sorted(path.stem for path in (CONFIG_DIR / group).glob("*.yaml"))
 
 
-def all_presets() -> dict[str, tuple[tuple[str, dict[str, Any]], ...]]:
-    """:func:`presets` of every group (Hydra composes each preset: about 0.2 s apiece, so a report composes them in
-    a worker process while it reads the runs, and hands them over with :func:`use_presets`)."""
-    return {group: presets(group) for group in GROUPS}
+def preset(group: str, name: str) -> dict[str, Any] | None:
+    """A preset's measured settings as Hydra composes it (once per process), None when it does not compose alone."""
+    if (group, name) not in _PRESETS:
+        from omegaconf import OmegaConf
 
+        from memrepro.experiments import composed_config
 
-def use_presets(found: dict[str, tuple[tuple[str, dict[str, Any]], ...]]) -> None:
-    _PRESETS.update(found)
-
-
-def _compose_presets(group: str) -> tuple[tuple[str, dict[str, Any]], ...]:
-    from omegaconf import OmegaConf
-
-    from memrepro.experiments import composed_config
-
-    found = []
-    for path in sorted((CONFIG_DIR / group).glob("*.yaml")):
         try:
-            node = OmegaConf.to_container(composed_config([f"{group}={path.stem}"])[group], resolve=True)
+            node = OmegaConf.to_container(composed_config([f"{group}={name}"])[group], resolve=True)
+            _PRESETS[(group, name)] = measured(group, node)
         except Exception:  # noqa: BLE001 - a preset that needs more than its group cannot be a run's closest
-            continue
-        found.append((path.stem, measured(group, node)))
-    return tuple(found)
+            _PRESETS[(group, name)] = None
+    return _PRESETS[(group, name)]
+
+
+def all_presets() -> dict[tuple[str, str], dict[str, Any] | None]:
+    """Every preset of every group (Hydra composes each: about 0.2 s apiece, so a report composes them in a worker
+    process while it reads the runs, and hands them over with :func:`use_presets`)."""
+    for group in GROUPS:
+        for name in preset_names(group):
+            preset(group, name)
+    return dict(_PRESETS)
+
+
+def use_presets(found: dict[tuple[str, str], dict[str, Any] | None]) -> None:
+    _PRESETS.update(found)
 
 
 @dataclass(frozen=True)
@@ -95,12 +94,26 @@ class GroupRecipe:
         return f"{self.preset} + {changed}" if changed else self.preset
 
 
-def closest(group: str, node: Mapping[str, Any]) -> GroupRecipe:
-    """The preset of ``group`` closest to ``node`` and the settings that differ from it."""
+def closest(group: str, node: Mapping[str, Any], name: str = "") -> GroupRecipe:
+    """The preset of ``group`` closest to ``node`` and the settings that differ from it. ``name`` (the run's
+    retriever or dataset name) picks the presets looked at first: those whose file name starts with it, or it with
+    theirs (``rfmem_personabench`` for ``rfmem``, ``longmemeval`` for ``longmemeval_s``); the others are composed
+    only when none of those builds the same ``_target_``."""
     own = measured(group, node)
-    best: tuple[int, int, str, list[Difference]] | None = None
-    for name, settings in presets(group):
-        if settings.get("_target_") != own.get("_target_"):
+    names = preset_names(group)
+    family = [n for n in names if name and (n.startswith(name) or name.startswith(n))]
+    best = _best(group, own, family) or _best(group, own, [n for n in names if n not in family])
+    if best is None:
+        return GroupRecipe(group, None, tuple(Difference(p, _text(v), "") for p, v in own.items()
+                                              if p != "_target_"))
+    return GroupRecipe(group, best[2], tuple(best[3]))
+
+
+def _best(group: str, own: dict[str, Any], names: list[str]) -> tuple[int, int, str, list[Difference]] | None:
+    best = None
+    for name in names:
+        settings = preset(group, name)
+        if settings is None or settings.get("_target_") != own.get("_target_"):
             continue
         differences = [Difference(path, _text(own.get(path, _ABSENT)), _text(settings.get(path, _ABSENT)))
                        for path in dict.fromkeys([*own, *settings])
@@ -108,16 +121,15 @@ def closest(group: str, node: Mapping[str, Any]) -> GroupRecipe:
         candidate = (len(differences), len(name), name, differences)
         if best is None or candidate[:3] < best[:3]:
             best = candidate
-    if best is None:
-        return GroupRecipe(group, None, tuple(Difference(p, _text(v), "") for p, v in own.items()
-                                              if p != "_target_"))
-    return GroupRecipe(group, best[2], tuple(best[3]))
+    return best
 
 
-def recipe(config: Mapping[str, Any], retriever: Mapping[str, Any]) -> list[GroupRecipe]:
-    """A run's dataset, encoder and retriever (``retriever``: the run's retriever node in today's nested form)."""
-    nodes = {"dataset": config.get("dataset") or {}, "encoder": config.get("encoder") or {}, "retriever": retriever}
-    return [closest(group, nodes[group]) for group in GROUPS]
+def recipe(run: Any) -> list[GroupRecipe]:
+    """A run's dataset, encoder and retriever (:class:`memrepro.tables.runs.Run`)."""
+    config = run.config
+    return [closest("dataset", config.get("dataset") or {}, run.dataset),
+            closest("encoder", config.get("encoder") or {}),
+            closest("retriever", run.retriever, run.retriever_name)]
 
 
 def _text(value: Any) -> str:

@@ -3,9 +3,10 @@
 Run folders do not record the multirun that made them, so a sweep is read from the settings themselves (as a run
 id hashes them): two runs are neighbours over the set of settings they differ in. For each such set of at most
 :data:`MAX_SWEPT` settings, the runs that agree on everything else form a sweep when there are at least
-:data:`MIN_POINTS` of them and each of those settings takes two values or more. The largest sweeps are kept first;
-a sweep inside one already kept is not shown again. Runs of identical settings (the same point computed twice, or
-with another engine) count once, by :attr:`memrepro.tables.runs.Run.preference`.
+:data:`MIN_POINTS` of them and each of those settings takes two values or more. The largest sweeps are kept
+first; a sweep that adds fewer than two points to those already kept is not shown again. Runs of identical
+settings (the same point computed twice, or with another engine) count once, by
+:attr:`memrepro.tables.runs.Run.preference`.
 """
 
 from __future__ import annotations
@@ -115,7 +116,7 @@ def find_sweeps(runs: Sequence[Run], max_swept: int = MAX_SWEPT, min_points: int
         grids.sort(key=lambda g: (-len(g[1]), len(g[0]), sorted(g[0])))
         kept: list[frozenset[int]] = []
         for swept, grid in grids:
-            if any(grid <= other for other in kept):
+            if len(grid - frozenset().union(*kept)) < 2:  # inside a larger sweep, but for a point or none
                 continue
             kept.append(grid)
             chosen = tuple(paths[i] for i in sorted(swept))
