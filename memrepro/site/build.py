@@ -37,7 +37,7 @@ from memrepro.site.recipe import all_presets, closest, recipe, use_presets
 from memrepro.runs.kept import QUERIES_XZ
 from memrepro.site.sources import KeptRun, report_runs, run_key
 from memrepro.site.sweeps import Sweep, find_sweeps, order_key
-from memrepro.site.texts import TextTable, table_key
+from memrepro.site.texts import TextTable, read_all, table_key
 from memrepro.tables.naming import differing, flat_settings, labels, short_paths, shorten, value_text
 from memrepro.tables.reproduction import KINDS
 from memrepro.tables.runs import Run, is_number
@@ -62,7 +62,7 @@ class Options:
     out: Path
     up_link: str | None = None  # a link back to the site this report is part of (relative to the report's root)
     resamples: int = cmp.RESAMPLES
-    workers: int = 1  # worker processes beside this one (0: every job here)
+    workers: int = 2  # worker processes beside this one (0: every job here)
     comparisons: Path = cmp.DECLARED  # the declared paper comparisons
     experiments: Path | None = None  # the experiment list their conditions come from (None: the default list)
 
@@ -132,9 +132,10 @@ class Site:
     def text_file(self, table: TextTable) -> str:
         return f"data/texts-{table.key}{self.text_suffix}.js"
 
-    def write_texts(self) -> None:
+    def write_texts(self, texts: dict[str, Any] | None = None) -> None:
+        """Each text table's file; ``texts``: the tables' texts already read (by key), else read here."""
         for table in self.texts.values():
-            table.fill()
+            table.fill((texts or {}).get(table.key))
             self.write(self.text_file(table), f"MR.addTexts({json.dumps(table.key)}, {_js(table.document())});\n")
 
     def assets(self) -> None:
@@ -202,11 +203,14 @@ def build(options: Options, say: Callable[[str], None]) -> Built:
 
         runs = report_runs(Path(options.results_dir), options.kept_dir and Path(options.kept_dir), skip)
         with Background(options.workers) as background:
-            # the worker composes the presets and computes the declared comparisons while this process reads runs
+            # the workers compose the presets, read the texts and compute each declared comparison meanwhile
             presets_job = background.submit(all_presets) if background.pool else None  # else composed as needed
-            compare_job = background.submit(cmp.declared_results,
-                                            [(str(r.folder), isinstance(r, KeptRun)) for r in runs],
-                                            options.resamples, options.comparisons, options.experiments)
+            datasets = {table_key(r.config.get("dataset") or {}): r.config.get("dataset") or {} for r in runs}
+            texts_job = background.submit(read_all, datasets) if background.pool else None  # else read at the end
+            folders = [(str(r.folder), isinstance(r, KeptRun)) for r in runs]
+            compare_jobs = [background.submit(cmp.declared_results, folders, options.resamples, options.comparisons,
+                                              options.experiments, [entry.name])
+                            for entry in cmp.declared(options.comparisons)]
             prepared = prepare_runs(site, runs, skip)
             site.n_runs = len(prepared)
             if presets_job:
@@ -216,7 +220,12 @@ def build(options: Options, say: Callable[[str], None]) -> Built:
             runs = [p.run for p in prepared]
             by_key = {run_key(run): run for run in runs}
             sweep_links = sweep_pages(site, find_sweeps(runs), infos)
-            results, lines = compare_job.result()
+            results, lines = [], []
+            for job in compare_jobs:
+                done, said = job.result()
+                results += done
+                lines += said
+            texts = texts_job.result() if texts_job else None
         for line in lines:
             say(f"memrepro: {line}")
         comparison_links = []
@@ -227,7 +236,7 @@ def build(options: Options, say: Callable[[str], None]) -> Built:
                 comparison_links.append(comparison_page(site, f"compare/{entry.name}.html", entry.title,
                                                         by_key[base], by_key[other], infos, pairing,
                                                         options.resamples))
-        site.write_texts()  # last: every page has registered the memories it shows
+        site.write_texts(texts)  # last: every page has registered the memories it shows
         tables = read_matrix(Path(options.results_dir) / "tables")
         site.page("reproduction.html", "reproduction.html", title="Reproduction", tables=tables or [],
                   kinds=KINDS, charts=False)
@@ -246,11 +255,12 @@ def build(options: Options, say: Callable[[str], None]) -> Built:
 
 
 class Background:
-    """Jobs run in one worker process beside this one (a report has two cores to use: the worker composes presets
-    and bootstraps comparisons while this process reads and writes runs); with ``workers=0``, or where no process
-    can be started, each job runs here when its result is asked for."""
+    """Jobs run in worker processes beside this one (the workers compose presets, read the benchmarks' texts and
+    bootstrap the comparisons, one job each, while this process reads and writes runs: on two cores, about half
+    the wall time of doing it all here); with ``workers=0``, or where no process can be started, each job runs here
+    when its result is asked for."""
 
-    def __init__(self, workers: int = 1) -> None:
+    def __init__(self, workers: int = 2) -> None:
         self.workers = workers
         self.pool = None
 
@@ -260,7 +270,7 @@ class Background:
             from concurrent.futures import ProcessPoolExecutor
 
             try:  # spawn, not fork: this process may hold threads (torch, BLAS) a forked child would inherit locked
-                self.pool = ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"))
+                self.pool = ProcessPoolExecutor(self.workers, mp_context=multiprocessing.get_context("spawn"))
             except (OSError, ValueError):
                 self.pool = None
         return self

@@ -56,8 +56,8 @@ def declared(path: Path = DECLARED) -> list[Declared]:
     return out
 
 
-def declared_pairs(runs: Sequence[Run], say, comparisons: Path = DECLARED,
-                   experiments: Path | None = None) -> list[tuple[Declared, Run, Run]]:
+def declared_pairs(runs: Sequence[Run], say, comparisons: Path = DECLARED, experiments: Path | None = None,
+                   names: Sequence[str] | None = None) -> list[tuple[Declared, Run, Run]]:
     """Each declared comparison whose two conditions both have a run here (the others said in one line each)."""
     from memrepro.experiments import DEFAULT_LIST, load_experiments
     from memrepro.tables.conditions import condition_runs
@@ -66,6 +66,8 @@ def declared_pairs(runs: Sequence[Run], say, comparisons: Path = DECLARED,
     by_name = {e.name: e for e in listed}
     out = []
     for entry in declared(comparisons):
+        if names is not None and entry.name not in names:
+            continue
         sides = []
         for condition in (entry.baseline, entry.other):
             if condition not in by_name:
@@ -171,16 +173,17 @@ def _move(row: dict[str, Any], other_row: dict[str, Any], base_rank: int | None,
 
 
 def declared_results(folders: Sequence[tuple[str, bool]], resamples: int = RESAMPLES, comparisons: Path = DECLARED,
-                     experiments: Path | None = None
+                     experiments: Path | None = None, names: Sequence[str] | None = None
                      ) -> tuple[list[tuple[Declared, str, str, Pairing | str]], list[str]]:
-    """Every declared comparison over the runs at ``folders`` (``(folder, kept)``): ``(entry, base key, other key,
-    its pairing or why it was refused)``, and one line per comparison left out. Runs in a worker process."""
+    """The declared comparisons (those in ``names``, when given) over the runs at ``folders`` (``(folder, kept)``):
+    ``(entry, base key, other key, its pairing or why it was refused)``, and one line per comparison left out.
+    Runs in a worker process."""
     from memrepro.site.sources import KeptRun
 
     runs = [KeptRun(Path(folder)) if kept else Run(Path(folder)) for folder, kept in folders]
     lines: list[str] = []
     out = []
-    for entry, base, other in declared_pairs(runs, lines.append, comparisons, experiments):
+    for entry, base, other in declared_pairs(runs, lines.append, comparisons, experiments, names):
         try:
             out.append((entry, base.folder.name, other.folder.name, pair(base, other, resamples=resamples)))
         except MemreproError as exc:

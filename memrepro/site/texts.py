@@ -51,24 +51,50 @@ class TextTable:
             self.memories[key] = len(self.memories)
         return self.memories[key]
 
-    def fill(self) -> None:
-        """Read the texts with the benchmark's loader; on any failure, :attr:`missing` says why."""
-        benchmark, self.missing = load(self.dataset)
-        if benchmark is None:
+    def fill(self, texts: "Texts | None" = None) -> None:
+        """The texts of the registered ids from ``texts`` (read here when not given: :func:`read_texts`); when
+        there are none, or they are not of the runs' data, :attr:`missing` says why."""
+        texts = texts or read_texts(self.dataset)
+        self.missing = texts.missing
+        if texts.missing:
             return
-        if benchmark.data_sha256 != self.data_sha256:
-            self.missing = (f"the benchmark files read now (data sha256 {benchmark.data_sha256[:12]}…) are not the "
+        if texts.data_sha256 != self.data_sha256:
+            self.missing = (f"the benchmark files read now (data sha256 {texts.data_sha256[:12]}…) are not the "
                             f"ones the runs read ({self.data_sha256[:12]}…)")
             return
-        texts = {(episode.id, m.id): m.text for episode in benchmark.episodes.values() for m in episode.memories}
-        self.memory_texts = [cut(texts.get(key)) for key in self.memories]
-        self.query_texts = {q.id: cut(q.text) for q in benchmark.queries if q.id in self.queries}
+        self.memory_texts = [texts.memories.get(key) for key in self.memories]
+        self.query_texts = {q: texts.queries[q] for q in self.queries if q in texts.queries}
 
     def document(self) -> dict[str, Any]:
         """What the site's text file holds: memory ids (and texts) by index, query texts by id."""
         ids = [memory_id for _, memory_id in self.memories]
         return {"ids": ids, "texts": self.memory_texts or None, "queries": self.query_texts or None,
                 "missing": self.missing}
+
+
+@dataclass(frozen=True)
+class Texts:
+    """Every memory and query text of one loader configuration (each cut to :data:`MAX_CHARS`): plain data, read
+    in a worker process while the report reads runs."""
+
+    memories: dict[tuple[str, str], str]
+    queries: dict[str, str]
+    data_sha256: str = ""
+    missing: str = ""  # why there are none
+
+
+def read_texts(dataset: Mapping[str, Any]) -> Texts:
+    benchmark, missing = load(dataset)
+    if benchmark is None:
+        return Texts({}, {}, "", missing)
+    return Texts({(episode.id, m.id): cut(m.text) for episode in benchmark.episodes.values()
+                  for m in episode.memories},
+                 {q.id: cut(q.text) for q in benchmark.queries}, benchmark.data_sha256)
+
+
+def read_all(datasets: Mapping[str, Mapping[str, Any]]) -> dict[str, Texts]:
+    """:func:`read_texts` of each text table's dataset node, by table key."""
+    return {key: read_texts(dataset) for key, dataset in datasets.items()}
 
 
 def cut(text: str | None) -> str | None:
