@@ -30,11 +30,11 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
 from memrepro.errors import EXIT_BAD_INPUT, DamagedFileError, MemreproError, one_line
+from memrepro.runs.kept import QUERIES_XZ
 from memrepro.site import comparisons as cmp
 from memrepro.site.matrix import read_matrix
 from memrepro.site.misses import Buckets, best_gold_rank, breakdown, depth
 from memrepro.site.recipe import all_presets, closest, recipe, use_presets
-from memrepro.runs.kept import QUERIES_XZ
 from memrepro.site.sources import KeptRun, report_runs, run_key
 from memrepro.site.sweeps import Sweep, find_sweeps, order_key
 from memrepro.site.texts import TextTable, read_all, table_key
@@ -399,7 +399,8 @@ def run_page(site: Site, prepared: Prepared, group: str, label: str) -> RunInfo:
                    number(record.latency.batched_amortized_ms_per_query, 3))
     site.page(f"runs/{prepared.key}.html", "run.html", title=label, run=run, info=info, record=record,
               recipes=recipes, metrics=metrics, primary=primary, misses=prepared.misses,
-              bucket_colours=BUCKET_COLOURS, explorer=prepared.explorer, miss_chart=_miss_chart(prepared.misses),
+              bucket_colours=colours(prepared.misses.labels), explorer=prepared.explorer,
+              miss_chart=_miss_chart(prepared.misses),
               config_text=(run.folder / "config.yaml").read_text(encoding="utf-8"), charts=True)
     return info
 
@@ -436,19 +437,24 @@ def explorer_data(site: Site, run: Run, rows: Sequence[dict[str, Any]], names: d
         chunks.append(name)
     return {"key": key, "rows": len(data), "chunks": chunks, "texts": site.text_file(table), "textKey": table.key,
             "splits": splits, "categories": [names.get(c, c) for c in codes], "buckets": buckets.labels,
-            "colours": list(BUCKET_COLOURS[:len(buckets.labels) - 1]) + [BUCKET_COLOURS[-1]],
+            "colours": colours(buckets.labels),
             "metric": metric, "topShown": TOP_SHOWN}
+
+
+def colours(bucket_labels: Sequence[str]) -> list[str]:
+    """A colour per rank bucket: green to red by rank, grey for not retrieved (always the last)."""
+    return list(BUCKET_COLOURS[:len(bucket_labels) - 1]) + [BUCKET_COLOURS[-1]]
 
 
 def _miss_chart(misses) -> dict[str, Any]:
     """A stacked horizontal bar per group: the share of its queries in each bucket."""
     groups = [f"{g} (n={sum(c):,})" for g, c in zip(misses.groups, misses.counts)]
-    colours = list(BUCKET_COLOURS[:len(misses.labels) - 1]) + [BUCKET_COLOURS[-1]]
+    shades = colours(misses.labels)
     traces = []
     for i, label in enumerate(misses.labels):
         shares = [100 * c[i] / sum(c) if sum(c) else 0 for c in misses.counts]
         traces.append({"type": "bar", "orientation": "h", "name": label, "y": groups, "x": shares,
-                       "marker": {"color": colours[i]}, "customdata": [c[i] for c in misses.counts],
+                       "marker": {"color": shades[i]}, "customdata": [c[i] for c in misses.counts],
                        "hovertemplate": f"{label}: %{{customdata}} queries (%{{x:.1f}}%)<extra>%{{y}}</extra>"})
     return {"data": traces, "layout": {
         "barmode": "stack", "height": 110 + 34 * len(groups), "margin": {"l": 10, "r": 10, "t": 36, "b": 40},
@@ -605,7 +611,8 @@ def _sweep_chart(sweep: Sweep, values: list[dict[str, Any]], scores: list[float 
         for i in order:
             if scores[i] is not None:
                 best[x_of(i)] = max(best.get(x_of(i), -math.inf), scores[i])
-        traces = [{"type": "box", "name": f"over {len(lines)} combinations of {', '.join(sweep.names[p] for p in others)}",
+        spread = f"over {len(lines)} combinations of {', '.join(sweep.names[p] for p in others)}"
+        traces = [{"type": "box", "name": spread,
                    "x": [x_of(i) for i in order], "y": [scores[i] for i in order], "boxpoints": "all",
                    "jitter": 0.4, "pointpos": 0, "marker": {"size": 4, "opacity": 0.6}, "line": {"width": 1}},
                   {"type": "scatter", "mode": "lines+markers", "name": "best", "x": list(best),
@@ -672,7 +679,7 @@ def build_comparison(options: Options, folders: Sequence[Path], say: Callable[[s
     prepared = prepare_runs(site, runs, lambda line: say(f"memrepro: warning: {line}"))
     if len(prepared) < len(runs):
         raise CompareError("a run's rows did not verify (named above); nothing compared")
-    infos = {p.key: run_page(site, p, f"{base.dataset} comparison", name)
+    infos = {p.key: run_page(site, p, "report --compare", name)
              for p, name in zip(prepared, labels([p.run for p in prepared]))}
     written = []
     for other, pairing in zip(runs[1:], pairings):
