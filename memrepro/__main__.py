@@ -34,6 +34,8 @@ COMMANDS: dict[str, Command] = {
                     "memrepro.cli.eval:main"),
     "compare": Command("paired comparison of run folders: means, Δ, bootstrap CI and p (--by category, --latex)",
                        "memrepro.cli.compare:main"),
+    "report": Command("a static HTML site of the runs: reproduction, run pages with per-query evidence, comparisons, "
+                      "sweeps (opens from disk)", "memrepro.cli.report:main"),
     "leaderboard": Command("every retriever x benchmark on one encoder, Δ vs dense (from results/)",
                            "memrepro.cli.compare:leaderboard_main"),
     "export": Command("write a benchmark's corpus / queries / qrels as BEIR or TREC files",

@@ -79,16 +79,25 @@ def summary_line(cells: Iterable[Cell]) -> str:
     return summary_of_verdicts(cell.verdict for cell in cells)
 
 
+KINDS = (*VERDICTS, "not comparable", "missing")  # what a summary counts, in its order
+
+
+def verdict_kind(verdict: str) -> str:
+    """Which of :data:`KINDS` a verdict text counts as (a reason that is not "missing: …" is not comparable)."""
+    if verdict in VERDICTS:
+        return verdict
+    return "missing" if verdict.startswith("missing") else "not comparable"
+
+
+def verdict_counts(verdicts: Iterable[str]) -> dict[str, int]:
+    """How many verdicts of each of :data:`KINDS`."""
+    counts = dict.fromkeys(KINDS, 0)
+    for verdict in verdicts:
+        counts[verdict_kind(verdict)] += 1
+    return counts
+
+
 def summary_of_verdicts(verdicts: Iterable[str]) -> str:
     """:func:`summary_line` from the verdict texts (a rendered matrix's ``verdict`` column)."""
-    counts = {"OK": 0, "OKish": 0, "FAIL": 0, "not comparable": 0, "missing": 0}
-    total = 0
-    for verdict in verdicts:
-        total += 1
-        if verdict in VERDICTS:
-            counts[verdict] += 1
-        elif verdict.startswith("missing"):
-            counts["missing"] += 1
-        else:
-            counts["not comparable"] += 1
-    return f"{total} cells: " + " · ".join(f"{name} {n}" for name, n in counts.items())
+    counts = verdict_counts(verdicts)
+    return f"{sum(counts.values())} cells: " + " · ".join(f"{name} {n}" for name, n in counts.items())
