@@ -73,6 +73,13 @@ def test_bench_sweep_on_the_fixture(sweeper: str, tmp_path: Path, fixtures_dir: 
     assert "| retrieval (batched) |" in out.stdout
 
 
+def test_bench_sweep_summary_on_the_fixture(tmp_path: Path, fixtures_dir: Path) -> None:
+    out = bench(["scripts/bench_sweep_summary.py", "--repeats", "1", "dataset=locomo", "encoder=fake",
+                 "dataset.file=locomo/locomo10_two_conversations.json", "retriever=familiarity", "retriever.k=1,3"],
+                tmp_path, fixtures_dir)
+    assert out.stdout.startswith("2 points, sweep wall") and "| later calls (40 points) |" in out.stdout, out.stdout
+
+
 @pytest.mark.real_model
 @pytest.mark.slow
 def test_probe_v1_teacher_golden_and_on_the_fixture(tmp_path: Path, fixtures_dir: Path) -> None:

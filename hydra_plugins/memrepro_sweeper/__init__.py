@@ -1,6 +1,8 @@
 """``hydra/sweeper=memrepro`` (the default of ``python -m memrepro run -m``): Hydra's basic sweeper, with each
 job's config composed once per set of config-group choices instead of twice per job, and the config a batch's
-validation built handed to its launch instead of being built again.
+validation built handed to its launch instead of being built again. At the end, the sweep summary
+(:mod:`memrepro.sweep`): one table of the swept parameters and the primary metrics, printed and written as
+``sweep.md`` / ``sweep.csv`` in the sweep folder.
 
 Why: Hydra composes every job's config from the YAML files, once to validate the batch and once to launch it
 (about 0.3 s each here), while a point of an RF-Mem α × τ sweep retrieves in about 0.07 s; composition was most
@@ -18,6 +20,7 @@ Lives in ``hydra_plugins`` because Hydra only instantiates sweepers from that pa
 import copy
 from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
 
 from hydra.core.config_store import ConfigStore
@@ -107,6 +110,15 @@ class ComposeOnceSweeper(basic_sweeper()):  # the class Hydra's discovery made
     def validate_batch_is_legal(self, batch: Sequence[Sequence[str]]) -> None:
         with self.hydra_context.config_loader.validation():
             super().validate_batch_is_legal(batch)
+
+    def sweep(self, arguments: List[str]) -> Any:
+        """Hydra's sweep, then the sweep summary (:mod:`memrepro.sweep`) of the points that returned a run."""
+        from memrepro.sweep import summarize
+
+        returns = super().sweep(arguments)
+        summarize([(job.overrides, job.return_value) for batch in returns for job in batch],
+                  Path(self.config.hydra.sweep.dir))
+        return returns
 
 
 @dataclass
