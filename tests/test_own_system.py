@@ -419,12 +419,14 @@ def test_compare_uses_the_tables_bootstrap_and_refuses_mismatches(two_runs, tmp_
     frame = compare([load_run(dense), load_run(bm25)], ["mrr"], by="category", resamples=2000)
     expected = paired_bootstrap(load_run(bm25).per_unit("mrr"), load_run(dense).per_unit("mrr"), resamples=2000)
     overall = frame[frame["queries"] == "all"].iloc[0]
+    assert (overall["baseline"], overall["run"]) == ("dense", "bm25")  # named by what differs, never by hash
     assert overall["Δ"].startswith(f"{expected.delta:+.4f}") and overall["p"] == expected.p_text()
     categories = frame[frame["queries"] != "all"]
     assert categories["n"].sum() == expected.n
 
     out = memrepro("compare", str(dense), str(bm25), "--metric", "mrr", "--latex", tmp=tmp, data_dir=fixtures_dir)
     assert out.returncode == 0 and "\\toprule" in out.stdout and "paired bootstrap" in out.stdout
+    assert f"Runs: dense = {dense}; bm25 = {bm25}" in out.stdout  # which folder each name stands for
 
     # other data (the 10-conversation fixture file) and other query units (fewer seeds) are refused, named
     other_data = memrepro("run", "retriever=dense", *FAST, "dataset.allow_unverified=true", tmp=tmp_path,
