@@ -488,6 +488,11 @@ def test_leaderboard_cells_are_the_runs_numbers(two_runs) -> None:
     assert cells["bm25"].startswith(f"{summary['split_mean']['mrr']:.4f} ± {summary['split_std']['mrr']:.4f} "
                                     f"(Δ {delta.delta:+.4f}")
     assert " ms" in cells["bm25"] and "Δ" not in cells["dense"] and cells["rfmem"] == "n/a"
+    assert not any(note.startswith("LoCoMo MRR:") for note in notes)  # each row is the retriever it names
+    # a row that stands for another retriever says which, by name (never a run id)
+    stand_in = Column("stand-in", "locomo", "mrr", {"dense": Setting(("bm25",), {"mode": "full"})})
+    _, notes = leaderboard(runs, "fake-bow-64d", resamples=200, columns=[stand_in])
+    assert "stand-in: dense = bm25 (fake-bow-64d)" in notes  # a lone run: retriever (encoder)
 
 
 # ------------------------------------------------------------------------------------------------ §5 export
