@@ -17,7 +17,13 @@ import math
 from dataclasses import dataclass
 from typing import Iterable
 
+import pandas as pd
+
+from memrepro.tables.committed import unmarked
+
 TOLERANCE_OK = 1e-4
+KINDS = ("OK", "OKish", "FAIL", "not comparable", "missing")
+INLINE_REASON = 24  # characters: a reason this short stays in its row ("missing: not run")
 TOLERANCE_OKISH = 1e-2
 VERDICTS = ("OK", "OKish", "FAIL")
 _FLOAT_SLACK = 1e-9  # 0.4242 - 0.42415 style float noise must not flip a verdict
@@ -81,14 +87,37 @@ def summary_line(cells: Iterable[Cell]) -> str:
 
 def summary_of_verdicts(verdicts: Iterable[str]) -> str:
     """:func:`summary_line` from the verdict texts (a rendered matrix's ``verdict`` column)."""
-    counts = {"OK": 0, "OKish": 0, "FAIL": 0, "not comparable": 0, "missing": 0}
-    total = 0
+    counts = verdict_counts(verdicts)
+    return f"{sum(counts.values())} cells: " + " · ".join(f"{name} {n}" for name, n in counts.items())
+
+
+def verdict_kind(verdict: str) -> str:
+    """``OK`` / ``OKish`` / ``FAIL``, else ``missing`` or ``not comparable`` (every other reason)."""
+    if verdict in VERDICTS:
+        return verdict
+    return "missing" if verdict.startswith("missing") else "not comparable"
+
+
+def verdict_counts(verdicts: Iterable[str]) -> dict[str, int]:
+    """How many cells of each kind (:func:`verdict_kind`), every kind listed."""
+    counts = dict.fromkeys(KINDS, 0)
     for verdict in verdicts:
-        total += 1
-        if verdict in VERDICTS:
-            counts[verdict] += 1
-        elif verdict.startswith("missing"):
-            counts["missing"] += 1
-        else:
-            counts["not comparable"] += 1
-    return f"{total} cells: " + " · ".join(f"{name} {n}" for name, n in counts.items())
+        counts[verdict_kind(verdict)] += 1
+    return counts
+
+
+def footnoted(frame: pd.DataFrame, column: str = "verdict") -> tuple[pd.DataFrame, list[str]]:
+    """The matrix with each long reason in ``column`` replaced by its kind and a note number
+    (``not comparable [3]``; a ‡ mark stays), and the numbered reasons (``[3] per-seed retrained …``), numbered in
+    order of first use: the rows stay one line with their verdicts on screen. The CSV keeps the full texts."""
+    numbers: dict[str, int] = {}
+
+    def short(cell: str) -> str:
+        text = unmarked(cell)
+        if text in VERDICTS or len(text) <= INLINE_REASON:
+            return cell
+        number = numbers.setdefault(text, len(numbers) + 1)
+        return f"{verdict_kind(text)} [{number}]" + cell[len(text):]  # the mark, if any
+
+    shown = frame.assign(**{column: frame[column].map(short)})
+    return shown, [f"[{n}] {text}" for text, n in numbers.items()]
