@@ -26,7 +26,7 @@ from memrepro.tables.engines import agreement_table
 from memrepro.tables.render import write_table
 from memrepro.tables import committed
 from memrepro.tables.report import render_report, write_headline
-from memrepro.tables.reproduction import Cell, footnoted, summary_of_verdicts
+from memrepro.tables.reproduction import RULE, Cell, footnoted, summary_of_verdicts
 from memrepro.tables.rfmem_figures import render_figures, write_index
 from memrepro.tables.runs import complete_runs
 
@@ -109,9 +109,8 @@ def render_matrix(cells: list[Cell], out: Path) -> dict[str, str]:
         by_table.setdefault(table, []).append(committed.unmarked(verdict))
     summaries = {table: summary_of_verdicts(verdicts) for table, verdicts in by_table.items()}
     notes = [f"{table}: {summary}" for table, summary in summaries.items()]
-    notes.append("Verdicts (pyserini 2CR style) only where our model and data match the paper's: OK |Δ| ≤ 0.0001, "
-                 "OKish |Δ| ≤ 0.01, FAIL otherwise; counts must be equal. Other cells give the reason instead, "
-                 "numbered below (in full in the CSV).")
+    notes.append(f"Verdicts (pyserini 2CR style) only where our model and data match the paper's: {RULE}. Other "
+                 "cells give the reason instead, numbered below (in full in the CSV).")
     notes.append("Rows of the RF-Mem tables: block / method, with the paper's abbreviations Famili. (Familiarity) "
                  "and Recol. (Recollection).")
     shown, reasons = footnoted(merged.frame)

@@ -20,7 +20,7 @@ from memrepro.files import write_text_atomic
 from memrepro.tables.convmemory import COLUMNS, ROW_NAMES
 from memrepro.tables.committed import unmarked
 from memrepro.tables.render import markdown
-from memrepro.tables.reproduction import footnoted, verdict_counts
+from memrepro.tables.reproduction import RULE, footnoted, verdict_counts
 
 HEADLINE_START, HEADLINE_END = "<!-- memrepro:headline:start -->", "<!-- memrepro:headline:end -->"
 MATRIX_ANCHOR = "matrix-"  # + table stem: the heading "Matrix: <stem>" of a table's matrix rows
@@ -75,10 +75,9 @@ def matrix_sections(matrix: pd.DataFrame) -> list[str]:
     """The matrix one paper table at a time (no table column), long reasons numbered and listed after them."""
     shown, reasons = footnoted(matrix)
     parts = ["## Reproduction matrix (every paper cell)", "",
-             "Every paper cell: ours, the paper's, |Δ| and the verdict (OK |Δ| ≤ 0.0001, OKish |Δ| ≤ 0.01, FAIL "
-             "otherwise; counts, Table 17's routing, must be equal), or the reason there is none, numbered and listed "
-             "after the tables. `results/tables/reproduction_matrix.csv` holds the same cells with each tolerance and "
-             "reason in full.", ""]
+             f"Every paper cell: ours, the paper's, |Δ| and the verdict ({RULE}: Table 17's routing), or the reason "
+             "there is none, numbered and listed after the tables. `results/tables/reproduction_matrix.csv` holds the "
+             "same cells with each tolerance and reason in full.", ""]
     for stem, rows in shown.groupby("table", sort=False):
         parts += [f"### Matrix: {stem}", "", markdown(rows.drop(columns=["table", "tolerance"])), ""]
     if reasons:
@@ -96,9 +95,8 @@ def render_report(tables_dir: Path, figures_dir: Path, kept_dir: Path, target: P
     matrix = pd.read_csv(matrix_csv, dtype=str, keep_default_na=False) if matrix_csv.is_file() else None
     if matrix is not None:
         parts += ["## Summary", "",
-                  "Cells per paper table by verdict (pyserini 2CR style, only where our model and data match the "
-                  "paper's: OK |Δ| ≤ 0.0001, OKish |Δ| ≤ 0.01, FAIL otherwise; counts must be equal). Not comparable "
-                  "and missing cells give their reason in the matrix below.", "",
+                  f"Cells per paper table by verdict (pyserini 2CR style, only where our model and data match the "
+                  f"paper's: {RULE}). Not comparable and missing cells give their reason in the matrix below.", "",
                   markdown(verdict_summary(matrix)), ""]
     for stem in REPORT_TABLES:
         path = Path(tables_dir) / f"{stem}.md"

@@ -22,10 +22,11 @@ import pandas as pd
 from memrepro.tables.committed import unmarked
 
 TOLERANCE_OK = 1e-4
-KINDS = ("OK", "OKish", "FAIL", "not comparable", "missing")
-INLINE_REASON = 24  # characters: a reason this short stays in its row ("missing: not run")
 TOLERANCE_OKISH = 1e-2
 VERDICTS = ("OK", "OKish", "FAIL")
+KINDS = (*VERDICTS, "not comparable", "missing")  # how the cells of a table are counted
+RULE = (f"OK |Δ| ≤ {TOLERANCE_OK:g}, OKish |Δ| ≤ {TOLERANCE_OKISH:g}, FAIL otherwise; counts must be equal")
+INLINE_REASON = 24  # characters: a reason this short stays in its row ("missing: not run")
 _FLOAT_SLACK = 1e-9  # 0.4242 - 0.42415 style float noise must not flip a verdict
 
 
