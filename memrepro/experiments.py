@@ -28,8 +28,8 @@ from typing import Any, Callable, Sequence
 import yaml
 
 from memrepro.errors import MemreproError
+from memrepro.limits import MAX_LABEL
 from memrepro.paths import CONFIG_DIR
-from memrepro.tables.naming import MAX_LABEL
 
 DEFAULT_LIST = CONFIG_DIR / "experiments.yaml"
 KINDS = ("run", "train")
