@@ -151,7 +151,7 @@ def test_main_table_deltas_labels_and_missing_rows(tables: dict[str, Any]) -> No
     assert main.loc["v2 cascade over raw dense, CE trained", "FULL MRR"].endswith(" *")
     assert not main.loc["raw dense (MPNet)", "FULL MRR"].endswith("*")
     pool_rows = [m for m in main.index if m.startswith("full pool (top-500)")]
-    assert pool_rows == ["full pool (top-500), CE trained_head_lr (seeds 7 only)", "full pool (top-500), CE trained"]
+    assert pool_rows == ["full pool (top-500), CE trained_head_lr (seed 7)", "full pool (top-500), CE trained"]
     assert main.loc[pool_rows[1], "model"] == "CE: seed{…} (fine-tuned by memrepro from MiniLM)"  # one per seed
     assert main.loc["full-pool cross-encoder (top-500), published model", "FULL MRR"].startswith("not run: mixedbread")
     assert main.loc["ConvMemory v1, published checkpoint (leaks on 4 of 5 seeds)", "FULL MRR"].startswith("not run")
@@ -165,7 +165,7 @@ def test_rows_named_from_runs_are_short_with_the_full_recipe_in_the_legend(table
     assert legend[0].startswith(ROW_NAMES)
     assert "v1 + v2 cascade, CE trained: v1 + v2 cascade (v1: per-seed retrained, dense-cosine teacher; our CE, v2 " \
            "recipe (cross_encoder=trained))" in legend
-    assert "full pool (top-500), CE trained_head_lr (seeds 7 only): full-pool cross-encoder (top-500) (our CE, v2 " \
+    assert "full pool (top-500), CE trained_head_lr (seed 7): full-pool cross-encoder (top-500) (our CE, v2 " \
            "recipe, head_lr=0.001, lr=0.0001 (cross_encoder=trained_head_lr), trained on dense's top lists)" in legend
     assert not any(note.startswith("raw dense (MPNet)") for note in legend)  # a declared label is its own name
     # a recipe no preset names: its knobs, cut to fit a screen (the legend keeps it whole)

@@ -30,10 +30,12 @@ SEEDS = SPLIT_SEEDS  # the protocol's five; a run over fewer says so
 CALIBRATION_SEED = 23  # the split the official code trains and evaluates on
 FULLPOOL_ROW = "full-pool cross-encoder (top-500)"
 FULLPOOL = f"{FULLPOOL_ROW}, published model"
-FULLPOOL_SHORT = "full pool (top-500)"  # a per-seed trained full pool, named by its cross-encoder
+FULLPOOL_SHORT = "full pool (top-{pool})"  # a per-seed trained full pool, named by its pool and cross-encoder
+NOT_COMPARABLE = "[n/c]"  # a row label's mark: not comparable with the paper's row (why: the legend)
+SUBSET = r" \(seeds? \d[\d, ]*\)"  # a row label's note: a run over fewer than the protocol's five seeds
 ROW_NAMES = ("Rows named from their runs: v1 and v2 are ConvMemory's v1 and v2 retrained per split seed by memrepro; "
              "CE x: our cross-encoder of the preset `cross_encoder=x`; on dense lists: trained on dense's top "
-             "lists.")
+             f"lists; (seeds 7, 11): run on those split seeds only; {NOT_COMPARABLE}: not comparable with the paper.")
 COLUMNS = {"mrr": "FULL MRR", "hit@1": "H@1", "recall_list@10": "R@10", "hit@10": "Hit@10"}
 PAPER_KEYS = {"mrr": "mrr", "hit@1": "hit_at_1", "recall_list@10": "recall_at_10", "hit@10": "hit_at_10"}
 ARM_PAPER = "convmemory.v2_ablation_locomo.arms."
@@ -150,6 +152,14 @@ def _seeds_only(run: Run) -> str:
 def _seed_note(run: Run) -> str:
     subset = _seeds_only(run)
     return (f" ({subset})" if subset else "") + _not_comparable(run)
+
+
+def _label_note(run: Run) -> str:
+    """:func:`_seed_note` as a row label carries it, in brief (``(seeds 7, 11)``, ``[n/c]``): why a row is not
+    comparable is in the legend."""
+    seeds = sorted(set(run.seeds) & set(SEEDS))
+    subset = "" if tuple(seeds) == SEEDS else f" (seed{'s' if len(seeds) > 1 else ''} {', '.join(map(str, seeds))})"
+    return subset + (f" {NOT_COMPARABLE}" if _not_comparable(run) else "")
 
 
 def _subset_reason(reason: str, run: Run) -> str:
@@ -297,8 +307,8 @@ def _short(run: Run) -> str:
     if kind == "v1":
         text = f"v1, {_v1_short(run.retriever)}"
     elif kind == "fullpool":
-        text = f"{FULLPOOL_SHORT}, {_ce_short(run.retriever.get('cross_encoder'), stage)}" if _per_seed(run) \
-            else FULLPOOL
+        text = (f"{FULLPOOL_SHORT.format(pool=run.retriever.get('pool', 500))}, "
+                f"{_ce_short(run.retriever.get('cross_encoder'), stage)}") if _per_seed(run) else FULLPOOL
     elif kind == "cascade" and _kind(stage) == "dense":
         text = f"v2 cascade over raw dense, {_ce_short(run.retriever.get('cross_encoder'), stage)}"
     elif kind == "cascade":
@@ -314,17 +324,22 @@ def row_label(label: str, run: Run | None) -> str:
     """A main-table row's label as shown: its name, then what restricts its run (fewer seeds, another pool, not
     comparable), at most :data:`memrepro.tables.naming.MAX_LABEL` characters."""
     if run is not None:
-        label += _seed_note(run) + (f" (pool {run.retriever['pool']})" if run.retriever.get("pool", 500) != 500
-                                    else "")
+        other_pool = run.retriever.get("pool", 500) != 500 and _kind(run.retriever) != "fullpool"  # its name says
+        label += _label_note(run) + (f" (pool {run.retriever['pool']})" if other_pool else "")
     return shorten(label)
 
 
 def recipe_notes(selected: dict[str, Any]) -> list[str]:
-    """The legend of the rows named from their runs: each row's full recipe under its short name."""
+    """The legend of the rows named from their runs: each row's full recipe under its short name (and why a row is
+    not comparable, where one is)."""
     notes = [f"{ROW_NAMES} Their full recipes:"]
     for label, run, *_ in main_rows(selected):
-        if run is not None and label == _short(run):
-            notes.append(f"{row_label(label, run)}: {_describe(run)}")
+        if run is None:
+            continue
+        if label == _short(run):
+            notes.append(f"{row_label(label, run)}: {_describe(run)}{_not_comparable(run)}")
+        elif _not_comparable(run):
+            notes.append(f"{row_label(label, run)}:{_not_comparable(run)}")
     return notes if len(notes) > 1 else []
 
 
@@ -340,7 +355,8 @@ def _describe(run: Run) -> str:
             return f"v2 cascade over raw dense ({ce})"
         return f"v1 + v2 cascade (v1: {_v1_text(stage, run.record.retriever.get('first_stage') or {})}; {ce})"
     if kind == "fullpool":
-        return f"{FULLPOOL_ROW} ({_ce_text(run.retriever.get('cross_encoder'))})" if _per_seed(run) else FULLPOOL
+        pool = FULLPOOL_ROW.replace("500", str(run.retriever.get("pool", 500)))
+        return f"{pool} ({_ce_text(run.retriever.get('cross_encoder'))})" if _per_seed(run) else FULLPOOL
     return f"{'raw dense' if kind == 'dense' else run.retriever_name} ({run.encoder_label})"
 
 
@@ -467,7 +483,7 @@ def ablation_table(selected: dict[str, Any], resamples: int = 10_000) -> pd.Data
             row["ours FULL MRR"] = "not run"
             rows.append(row)
             continue
-        row["arm"] += _seed_note(run)
+        row["arm"] += _label_note(run)
         row["ours FULL MRR"] = _cell(run, "mrr")
         row["first stage"] = _stage_text(run)
         row["cross-encoder"] = _ce_text(run.retriever.get("cross_encoder"))  # which recipe this arm ran

@@ -17,7 +17,7 @@ from typing import Sequence
 import pandas as pd
 
 from memrepro.files import write_text_atomic
-from memrepro.tables.convmemory import COLUMNS, ROW_NAMES
+from memrepro.tables.convmemory import COLUMNS, ROW_NAMES, SUBSET
 from memrepro.tables.committed import unmarked
 from memrepro.tables.render import markdown
 from memrepro.tables.reproduction import RULE, footnoted, verdict_counts
@@ -123,7 +123,7 @@ def headline_block(tables_dir: Path) -> str:
     frame = pd.read_csv(Path(tables_dir) / "convmemory_locomo.csv", dtype=str, keep_default_na=False)
     frame = frame[[c for c in HEADLINE_COLUMNS if c in frame.columns]]
     # five-seed rows that ran: not the single-seed calibration rows, not the models that are not available
-    frame = frame[~frame.iloc[:, 1].str.startswith("not run") & ~frame["method"].str.contains(r" only\)$")]
+    frame = frame[~frame.iloc[:, 1].str.startswith("not run") & ~frame["method"].str.contains(SUBSET)]
     matrix = (Path(tables_dir) / "reproduction_matrix.md").read_text(encoding="utf-8")
     summaries = [line[2:] for line in matrix.splitlines() if re.match(r"- \w+: \d+ cells:", line)]
     return "\n".join([
