@@ -17,6 +17,7 @@ import pandas as pd
 from memrepro.errors import EXIT_BAD_INPUT, MemreproError
 from memrepro.evaluation.significance import paired_bootstrap
 from memrepro.runs.folder import COMPLETE, run_problem
+from memrepro.tables.naming import labels
 from memrepro.tables.runs import Run
 
 
@@ -41,10 +42,6 @@ def load_run(path: str | Path) -> Run:
     if problem:
         raise CompareError(f"{problem}; rerun its command to recompute it")
     return Run(folder)
-
-
-def label(run: Run) -> str:
-    return f"{run.retriever_name} ({run.encoder_label}, {run.folder.name[:8]})"
 
 
 def check_comparable(a: Run, b: Run, metrics: Sequence[str], shared: bool = False) -> None:
@@ -99,8 +96,9 @@ def compare(runs: Sequence[Run], metrics: Sequence[str] | None = None, by: str |
         raise CompareError(f"--by {by!r}: only 'category' is supported")
     base = runs[0]
     metrics = list(metrics or base.record.primary or base.record.metric_names)
+    run_names = labels(runs)  # each run by the settings that tell it apart from the others (alpha=0.5, tau=0.2)
     rows = []
-    for other in runs[1:]:
+    for other, name in zip(runs[1:], run_names[1:]):
         check_comparable(base, other, metrics, shared)
         categories = {f"{r['split']}::{r['query_id']}": r["category"] for r in base.rows if r["excluded"] is None}
         names = {code: c.name or code for code, c in base.record.summary.categories.items()}
@@ -122,7 +120,7 @@ def compare(runs: Sequence[Run], metrics: Sequence[str] | None = None, by: str |
                 mean_a, mean_b = sum(ua.values()) / len(ua), sum(ub.values()) / len(ub)
                 whole = group == "all" and same_units  # the runs' own summaries describe exactly these units
                 rows.append({
-                    "baseline": label(base), "run": label(other), "metric": metric, "queries": group,
+                    "baseline": run_names[0], "run": name, "metric": metric, "queries": group,
                     "n": test.n,
                     label_col("baseline"): base.record.summary.mean_text(metric) if whole else f"{mean_a:.4f}",
                     label_col("run"): other.record.summary.mean_text(metric) if whole else f"{mean_b:.4f}",
@@ -131,6 +129,11 @@ def compare(runs: Sequence[Run], metrics: Sequence[str] | None = None, by: str |
                     "p": test.p_text(),
                 })
     return pd.DataFrame(rows)
+
+
+def runs_note(runs: Sequence[Run]) -> str:
+    """Which folder each run's name stands for (the names leave out what the runs share)."""
+    return "Runs: " + "; ".join(f"{name} = {run.folder}" for name, run in zip(labels(runs), runs))
 
 
 def label_col(which: str) -> str:

@@ -28,6 +28,7 @@ from typing import Any, Callable, Sequence
 import yaml
 
 from memrepro.errors import MemreproError
+from memrepro.limits import MAX_LABEL
 from memrepro.paths import CONFIG_DIR
 
 DEFAULT_LIST = CONFIG_DIR / "experiments.yaml"
@@ -201,6 +202,9 @@ def _paper_cells(value: Any, where: str) -> tuple[PaperCell, ...]:
         wrong = sorted(k for k, v in cell.items() if v is not None and not isinstance(v, str))
         if wrong:
             raise ExperimentListError(f"{where}: paper cell #{i}: field(s) {wrong} must be text")
+        if len(cell.get("label") or "") > MAX_LABEL:  # a row label fits on a screen; the recipe goes in a legend
+            raise ExperimentListError(f"{where}: paper cell #{i}: label {cell['label']!r} has {len(cell['label'])} "
+                                      f"characters; shorten it to at most {MAX_LABEL}")
         parsed.append(PaperCell(**cell))
     return tuple(parsed)
 

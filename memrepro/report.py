@@ -17,11 +17,22 @@ def _counts(counts: Mapping[str, int], none: str = "none") -> str:
     return ", ".join(f"{name.replace('_', ' ')} {n}" for name, n in counts.items()) or none
 
 
+def primary_names(record: RunRecord) -> list[str]:
+    """The primary metrics that were computed (``metrics.names`` may leave one out), else every computed one."""
+    return [m for m in record.primary if m in record.metric_names] or list(record.metric_names)
+
+
+def primary_line(record: RunRecord) -> str:
+    """The primary metrics on one line (``pb_recall@5 0.3827 · pb_recall@10 0.5219``), as a sweep's points show them."""
+    if not record.summary.n:
+        return "(no scored queries)"
+    return " · ".join(f"{m} {record.summary.mean_text(m)}" for m in primary_names(record))
+
+
 def summary_table(record: RunRecord) -> str:
     """Primary metrics: per split, mean ± std of split means, pooled; then per category (pooled, with n)."""
     summary = record.summary
-    # metrics.names may leave out a primary metric: show the primary ones that were computed
-    names = [m for m in record.primary if m in record.metric_names] or list(record.metric_names)
+    names = primary_names(record)
     if not summary.n:
         return "\n".join(["(no scored queries)", *(f"WARNING: {w}" for w in record.warnings)])
     rows = []

@@ -21,7 +21,7 @@ LAYERS: tuple[frozenset[str], ...] = tuple(frozenset(layer) for layer in (
     {"training"},
     {"runner", "stages", "runs", "export", "report", "experiments"},
     {"tables"},
-    {"cli", "__main__", "__init__", "api", "compare", "site"},
+    {"cli", "__main__", "__init__", "api", "compare", "site", "sweep"},
 ))
 # The config schemas name code of every layer and the validation rules are read by every layer (and read the
 # schemas back): both sit outside the order.

@@ -419,12 +419,14 @@ def test_compare_uses_the_tables_bootstrap_and_refuses_mismatches(two_runs, tmp_
     frame = compare([load_run(dense), load_run(bm25)], ["mrr"], by="category", resamples=2000)
     expected = paired_bootstrap(load_run(bm25).per_unit("mrr"), load_run(dense).per_unit("mrr"), resamples=2000)
     overall = frame[frame["queries"] == "all"].iloc[0]
+    assert (overall["baseline"], overall["run"]) == ("dense", "bm25")  # named by what differs, never by hash
     assert overall["Δ"].startswith(f"{expected.delta:+.4f}") and overall["p"] == expected.p_text()
     categories = frame[frame["queries"] != "all"]
     assert categories["n"].sum() == expected.n
 
     out = memrepro("compare", str(dense), str(bm25), "--metric", "mrr", "--latex", tmp=tmp, data_dir=fixtures_dir)
     assert out.returncode == 0 and "\\toprule" in out.stdout and "paired bootstrap" in out.stdout
+    assert f"Runs: dense = {dense}; bm25 = {bm25}" in out.stdout  # which folder each name stands for
 
     # other data (the 10-conversation fixture file) and other query units (fewer seeds) are refused, named
     other_data = memrepro("run", "retriever=dense", *FAST, "dataset.allow_unverified=true", tmp=tmp_path,
@@ -486,6 +488,11 @@ def test_leaderboard_cells_are_the_runs_numbers(two_runs) -> None:
     assert cells["bm25"].startswith(f"{summary['split_mean']['mrr']:.4f} ± {summary['split_std']['mrr']:.4f} "
                                     f"(Δ {delta.delta:+.4f}")
     assert " ms" in cells["bm25"] and "Δ" not in cells["dense"] and cells["rfmem"] == "n/a"
+    assert not any(note.startswith("LoCoMo MRR:") for note in notes)  # each row is the retriever it names
+    # a row that stands for another retriever says which, by name (never a run id)
+    stand_in = Column("stand-in", "locomo", "mrr", {"dense": Setting(("bm25",), {"mode": "full"})})
+    _, notes = leaderboard(runs, "fake-bow-64d", resamples=200, columns=[stand_in])
+    assert "stand-in: dense = bm25 (fake-bow-64d)" in notes  # a lone run: retriever (encoder)
 
 
 # ------------------------------------------------------------------------------------------------ §5 export

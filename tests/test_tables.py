@@ -16,7 +16,8 @@ from memrepro.cli import tables as tables_cli
 from memrepro.reference import reference_at
 from memrepro.tables import presets, rfmem
 from memrepro.tables.render import write_table
-from memrepro.tables.reproduction import Cell, summary_line
+from memrepro.tables.report import render_report
+from memrepro.tables.reproduction import Cell, footnoted, summary_line
 from memrepro.tables.runs import Run, complete_runs, dotted
 
 CATS = {"Basic_information_easy": ("Basic Info", 110), "Social_easy": ("Social Info", 53),
@@ -191,11 +192,11 @@ def test_table2_layout_values_bold_verdicts_and_gaps(tmp_path: Path) -> None:
     assert bool(bold.loc[fam_ours.name, "R@5 Time (ms)"])  # lower time is better (rf_mem: 148·2 + 115·8 / 263)
 
     verdicts = {(c.row, c.column): c.verdict for c in built.cells}
-    assert verdicts[("all-mpnet-base-v2 / Familiarity", "R@10 Overall")] == "OK"
-    assert verdicts[("all-mpnet-base-v2 / Recollection", "R@5 Basic Info")] == "FAIL"
+    assert verdicts[("all-mpnet-base-v2 / Famili.", "R@10 Overall")] == "OK"
+    assert verdicts[("all-mpnet-base-v2 / Recol.", "R@5 Basic Info")] == "FAIL"
     assert verdicts[("all-mpnet-base-v2 / RF-Mem", "R@5 Time (ms)")].startswith("not comparable: latency")
     assert verdicts[("BAAI/bge-base-en-v1.5 / RF-Mem", "R@5 Overall")].startswith("missing: no offline weights")
-    assert verdicts[("all-MiniLM-L6-v2 (for multi-qa-MiniLM-L6-cos-v1) / Familiarity", "R@5 Overall")] == \
+    assert verdicts[("all-MiniLM-L6-v2 (for multi-qa-MiniLM-L6-cos-v1) / Famili.", "R@5 Overall")] == \
         "missing: not run"
     assert all(c.verdict for c in built.cells)  # never a blank cell
 
@@ -246,7 +247,37 @@ def test_tables_command_renders_every_table_and_the_matrix(tmp_path: Path) -> No
     assert set(table3[table3.column.str.startswith("M ")].verdict) == {
         "missing: LongMemEval-M is not in the data folder"}
     summary = "rfmem_table2: 108 cells: OK 30 · OKish 0 · FAIL 0 · not comparable 6 · missing 72"
-    assert summary in (out / "reproduction_matrix.md").read_text()
+    shown = (out / "reproduction_matrix.md").read_text()
+    assert summary in shown
+    # the Markdown numbers each long reason (the CSV keeps it whole): rows stay one line, verdict on screen
+    reason = "not comparable: latency measured on another machine (ours: 2-core CPU)"
+    assert reason in set(matrix.verdict) and f"| {reason}" not in shown
+    number = next(line.split("]")[0] + "]" for line in shown.splitlines() if line.endswith(reason))
+    assert f"| not comparable {number.removeprefix('- ')} " in shown
+
+    # the report: the verdict summary first, then the paper tables, then the matrix one table at a time
+    report = tmp_path / "reproduction.md"
+    render_report(out, tmp_path / "figures", tmp_path / "kept", report)
+    text = report.read_text()
+    headings = [line for line in text.splitlines() if line.startswith("## ")]
+    assert headings[0] == "## Summary" and headings[-2:] == ["## Reproduction matrix (every paper cell)",
+                                                             "## Figures (files in `results/figures/`)"]
+    row = next(line for line in text.splitlines() if line.startswith("| [rfmem_table2]"))
+    assert [cell.strip() for cell in row.split("|")[2:8]] == ["[108](#matrix-rfmem_table2)", "30", "0", "0", "6",
+                                                             "72"]
+    assert '<a id="rfmem_table2"></a>' in text and "### Matrix: rfmem_table2" in text
+    assert f"- {number.removeprefix('- ')} {reason}" in text
+
+
+def test_footnoted_reasons_are_numbered_once_in_order_and_keep_their_mark() -> None:
+    long_a, long_b = "not comparable: " + "a" * 40, "missing: " + "b" * 40
+    frame = pd.DataFrame({"table": ["t"] * 5, "verdict": [
+        "OK", long_a, "missing: not run", f"{long_b} ‡", long_a]})
+    shown, reasons = footnoted(frame)
+    assert shown["verdict"].tolist() == ["OK", "not comparable [1]", "missing: not run", "missing [2] ‡",
+                                         "not comparable [1]"]
+    assert reasons == [f"[1] {long_a}", f"[2] {long_b}"]
+    assert frame["verdict"].tolist()[1] == long_a  # the frame given is left whole (the CSV writes it)
 
 
 def test_tables_command_without_runs_says_what_to_do(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
@@ -330,7 +361,7 @@ def test_variant_tables_test_each_alternative_against_basic_kmeans(tmp_path: Pat
     assert not ours.loc["Basic KMeans", "R@5 Overall"].endswith("*")  # the baseline itself is never tested
     assert any(n.startswith("DBSCAN cluster (KMeans alternative), R@5 Overall: Recollection − Recollection "
                             "(Basic KMeans) = +0.1750") for n in notes)
-    verdicts = {c.verdict for c in built.cells if c.row.endswith("/ Recollection") and c.column == "R@5 Overall"
+    verdicts = {c.verdict for c in built.cells if c.row.endswith("/ Recol.") and c.column == "R@5 Overall"
                 and c.ours is not None}
     assert verdicts == {rfmem.ENCODERS["multi-qa-MiniLM-L6-cos-v1"][1]}  # MiniLM stand-in: never a verdict
 

@@ -1,6 +1,8 @@
 """``hydra/sweeper=memrepro`` (the default of ``python -m memrepro run -m``): Hydra's basic sweeper, with each
 job's config composed once per set of config-group choices instead of twice per job, and the config a batch's
-validation built handed to its launch instead of being built again.
+validation built handed to its launch instead of being built again. At the end, the sweep summary
+(:mod:`memrepro.sweep`): one table of the swept parameters and the primary metrics, printed and written as
+``sweep.md`` / ``sweep.csv`` in the sweep folder.
 
 Why: Hydra composes every job's config from the YAML files, once to validate the batch and once to launch it
 (about 0.3 s each here), while a point of an RF-Mem α × τ sweep retrieves in about 0.07 s; composition was most
@@ -19,6 +21,7 @@ import copy
 import math
 from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
 
 from hydra.core.config_store import ConfigStore
@@ -101,8 +104,15 @@ class ComposeOnceLoader:
 
 class ComposeOnceSweeper(basic_sweeper()):  # the class Hydra's discovery made
     def sweep(self, arguments: List[str]) -> Any:
+        """The plan line, Hydra's sweep, then the sweep summary (:mod:`memrepro.sweep`) of the points that returned
+        a run."""
+        from memrepro.sweep import summarize
+
         print(self.plan(arguments), flush=True)  # before the first point loads anything (seconds, minutes)
-        return super().sweep(arguments)
+        returns = super().sweep(arguments)
+        summarize([(job.overrides, job.return_value) for batch in returns for job in batch],
+                  Path(self.config.hydra.sweep.dir))
+        return returns
 
     def plan(self, arguments: List[str]) -> str:
         """``sweep: 20 points (retriever.recollection.alpha: 5 × retriever.gate.tau: 4); ...``: how many points,

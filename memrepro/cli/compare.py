@@ -17,7 +17,7 @@ from memrepro.paths import folder_path
 
 
 def main(argv: list[str] | None = None) -> int:
-    from memrepro.compare import LEGEND, compare, load_run
+    from memrepro.compare import LEGEND, compare, load_run, runs_note
     from memrepro.tables.render import latex, markdown, write_table
 
     parser = ArgumentParser(prog="python -m memrepro compare", description=__doc__,
@@ -35,12 +35,12 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
     runs = [load_run(path) for path in args.runs]  # a refusal is a CompareError: one line, exit 2 (bad input)
     frame = compare(runs, args.metric, args.by, args.resamples, args.seed, args.shared)
-    legend = LEGEND.format(resamples=args.resamples, seed=args.seed)
+    notes = [LEGEND.format(resamples=args.resamples, seed=args.seed), runs_note(runs)]
     print(latex(frame, caption="memrepro compare") if args.latex else markdown(frame))
-    print(f"\n{legend}")
+    print("", *notes, sep="\n")
     if args.out:
         out = Path(args.out)
-        write_table(frame, out.parent, out.name, f"memrepro compare: {runs[0].dataset}", notes=[legend])
+        write_table(frame, out.parent, out.name, f"memrepro compare: {runs[0].dataset}", notes=notes)
         print(f"wrote {out}.md, {out}.tex, {out}.csv")
     return 0
 

@@ -16,6 +16,7 @@ from typing import Any, Mapping, Sequence
 import pandas as pd
 
 from memrepro.evaluation.significance import paired_bootstrap
+from memrepro.tables.naming import labels
 from memrepro.tables.render import write_table
 from memrepro.tables.presets import familiarity_settings, find_run, preset
 from memrepro.tables.rfmem import time_ms
@@ -72,6 +73,11 @@ def leaderboard(runs: Sequence[Run], encoder: str, resamples: int = 10_000,
                                dataset_settings=column.dataset_settings)
                  for row, s in column.retrievers.items()}
         dense = found.get("dense")
+        shown = {row: run for row, run in found.items() if run is not None}
+        named = [f"{row} = {name}" for (row, run), name in zip(shown.items(), labels(list(shown.values())))
+                 if name != row]
+        if named:  # which retriever and settings a row stands for here (the dense row: familiarity top-K lists)
+            notes.append(f"{column.title}: {'; '.join(named)}")
         for row in ROWS:
             run = found.get(row)
             if row not in column.retrievers:

@@ -33,6 +33,9 @@ ENCODERS: dict[str, tuple[str | None, str]] = {
 }
 TIME_REASON = "not comparable: latency measured on another machine (ours: 2-core CPU)"
 METHODS = {"familiarity": "Familiarity", "recollection": "Recollection", "rf_mem": "RF-Mem"}
+# the reproduction matrix names a cell's row "<block> / <method>" with the paper's own abbreviations (its Tables 1
+# and 17), so that the longest block, "Graph + Breadth-First Search (Fully Exploration)", fits a 60-character label
+MATRIX_METHODS = {"Familiarity": "Famili.", "Recollection": "Recol."}
 PB_CATEGORIES = {"basic_info": ("Basic_information_easy", "Basic Info"), "social_info": ("Social_easy", "Social Info"),
                  "pref_easy": ("Preference_easy", "Pref Easy"), "pref_hard": ("Preference_hard", "Pref Hard")}
 
@@ -120,8 +123,8 @@ def build(table: str, rows: Sequence[Row], columns: Sequence[Column], block_labe
             else:
                 reason = row.reason
             if paper_value is not None or value is not None:
-                cells.append(Cell(table, f"{row.block} / {row.method}", col.label, value, paper_value, reason,
-                                  exact=col.kind == "count"))
+                cells.append(Cell(table, f"{row.block} / {MATRIX_METHODS.get(row.method, row.method)}", col.label,
+                                  value, paper_value, reason, exact=col.kind == "count"))
         ours_values.append(ours)
         records.append({block_label: row.block, "method": row.method, "source": "ours",
                         **{c.label: _format(ours[c.label], c.kind) + row.marks.get(c.label, "") for c in columns}})
