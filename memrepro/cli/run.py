@@ -21,10 +21,16 @@ def main(cfg: DictConfig) -> None:
         from memrepro.runner import dry_run, run
         from memrepro.training.plan import plan_only
 
+        from memrepro.checks import findings_of, say, valid_codes
+
+        ignore = valid_codes(cfg.checks.ignore, "checks.ignore")
         if plan_only():  # --dry-run: the training plan and what would happen; nothing trained or written
             print(dry_run(cfg))
             return
         outcome = run(cfg)
+        findings = say(findings_of(outcome.folder, outcome.record), ignore)
     state = "skipped (already complete)" if outcome.skipped else "done"  # a restore is said by the runner's line
     print(f"\n{state}: {outcome.folder}")
     print(summary_table(outcome.record))
+    if findings:  # the protocol check (docs/checks.md)
+        print(findings)

@@ -283,22 +283,9 @@ def validate(parsed: ParsedRun, benchmark: Benchmark, order: str = "score", stri
 def depth_warning(path: Path, checked: Validation, metric_names: Sequence[str]) -> str | None:
     """One line when the file ranks fewer memories than some scored query's candidate pool: the depth D, the
     metrics that are then lower bounds of the system's scores (no cutoff, or a cutoff deeper than D) and those
-    that are exact (a cutoff of at most D). None when every pool fits (or the file ranks nothing)."""
-    from memrepro.evaluation.metrics import parse_metric
+    that are exact (a cutoff of at most D). None when every pool fits (or the file ranks nothing). The protocol
+    check's ``deeper-than-list`` finding (:func:`memrepro.checks.deeper_than_list`), said as a warning."""
+    from memrepro.checks import deeper_than_list
 
-    depth = checked.depth
-    deeper = [size for size in checked.pools.values() if size > depth]
-    if not depth or not deeper:
-        return None
-    cutoffs = {name: parse_metric(name)[1] for name in metric_names}
-    bounded = [name for name, k in cutoffs.items() if k is None or k > depth]
-    if not bounded:
-        return None
-    exact = [name for name, k in cutoffs.items() if k is not None and k <= depth]
-    pool = max(deeper)
-    return (f"{path} ranks at most {depth} memories per query, fewer than the candidate pool of {len(deeper)} of "
-            f"{len(checked.pools)} scored queries (up to {pool}): if the system ranked deeper (a file truncated at "
-            f"depth {depth}), {', '.join(bounded)} "
-            + ("is a lower bound of its score" if len(bounded) == 1 else "are lower bounds of its scores")
-            + (f" and {', '.join(exact)} exact" if exact else "")
-            + f"; write up to {pool} memories per query for exact scores (a memrepro run: output.top_n={pool})")
+    finding = deeper_than_list(checked.depth, list(checked.pools.values()), metric_names, str(path))
+    return None if finding is None else f"{finding.message}; {finding.fix}"
