@@ -148,16 +148,17 @@ def tags(findings: Iterable[Finding]) -> str:
 
 def legend(findings: Iterable[Finding]) -> list[str]:
     """Table notes for the tags used: one line per kind present, with the distinct messages behind it."""
-    by_code: dict[str, list[str]] = defaultdict(list)
+    by_code: dict[str, dict[str, list[str]]] = defaultdict(dict)
     for finding in findings:
-        text = f"{finding.run}: {finding.message}" if finding.run else finding.message
-        if text not in by_code[finding.code]:
-            by_code[finding.code].append(text)
+        where = by_code[finding.code].setdefault(finding.message, [])
+        if finding.run and finding.run not in where:
+            where.append(finding.run)
     lines = []
     for kind in KINDS:
         if kind.code in by_code:
-            shown = by_code[kind.code]
-            examples = "; ".join(shown[:3]) + (f"; and {len(shown) - 3} more" if len(shown) > 3 else "")
+            shown = [f"{'; '.join(runs)}: {message}" if runs else message
+                     for message, runs in by_code[kind.code].items()]
+            examples = " | ".join(shown[:3]) + (f" | and {len(shown) - 3} more" if len(shown) > 3 else "")
             lines.append(f"[{kind.tag}] {kind.code} (protocol check, docs/checks.md): {examples}. Fix: {kind.fix}.")
     return lines
 

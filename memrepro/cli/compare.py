@@ -16,7 +16,7 @@ from memrepro.cli.args import ArgumentParser
 
 
 def main(argv: list[str] | None = None) -> int:
-    from memrepro.compare import LEGEND, compare, load_run
+    from memrepro.compare import LEGEND, compare, label, load_run
     from memrepro.tables.render import latex, markdown, write_table
 
     parser = ArgumentParser(prog="python -m memrepro compare", description=__doc__,
@@ -31,15 +31,23 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--shared", action="store_true", help="pair runs with different query sets over the "
                         "units both scored (n says how many)")
     parser.add_argument("--out", default=None, help="also write PREFIX.md, PREFIX.tex and PREFIX.csv")
+    parser.add_argument("--ignore", action="append", default=[], metavar="CODE",
+                        help="a protocol-check finding code not to print (repeatable; docs/checks.md)")
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
+    from memrepro.checks import check_comparison, say, valid_codes
+
+    ignore = valid_codes(args.ignore, "--ignore")
     runs = [load_run(path) for path in args.runs]  # a refusal is a CompareError: one line, exit 2 (bad input)
     frame = compare(runs, args.metric, args.by, args.resamples, args.seed, args.shared)
     legend = LEGEND.format(resamples=args.resamples, seed=args.seed)
+    findings = say(check_comparison(runs, [label(run) for run in runs], (args.metric or [None])[0]), ignore)
+    if findings:  # above the numbers they qualify
+        print(findings + "\n")
     print(latex(frame, caption="memrepro compare") if args.latex else markdown(frame))
     print(f"\n{legend}")
     if args.out:
         out = Path(args.out)
-        write_table(frame, out.parent, out.name, f"memrepro compare: {runs[0].dataset}", notes=[legend])
+        write_table(frame, out.parent, out.name, f"memrepro compare: {runs[0].dataset}", notes=[*findings.splitlines(), legend])
         print(f"wrote {out}.md, {out}.tex, {out}.csv")
     return 0
 
@@ -56,9 +64,14 @@ def leaderboard_main(argv: list[str] | None = None) -> int:
     parser.add_argument("--results", default=os.environ.get("MEMREPRO_RESULTS_DIR", "results"))
     parser.add_argument("--encoder", default="all-MiniLM-L6-v2", help="encoder label of the runs (folder name)")
     parser.add_argument("--resamples", type=int, default=10_000)
+    parser.add_argument("--ignore", action="append", default=[], metavar="CODE",
+                        help="a protocol-check finding code not to mark (repeatable; docs/checks.md)")
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
+    from memrepro.checks import valid_codes
+
+    ignore = valid_codes(args.ignore, "--ignore")
     runs = complete_runs(args.results)
-    paths, frame = render_leaderboard(runs, Path(args.results) / "tables", args.encoder, args.resamples)
+    paths, frame = render_leaderboard(runs, Path(args.results) / "tables", args.encoder, args.resamples, ignore)
     print(frame.to_markdown(index=False))
     print("wrote " + ", ".join(str(p) for p in paths))
     return 0
