@@ -148,6 +148,7 @@ def tags(findings: Iterable[Finding]) -> str:
 
 def legend(findings: Iterable[Finding]) -> list[str]:
     """Table notes for the tags used: one line per kind present, with the distinct messages behind it."""
+    findings = list(findings)
     by_code: dict[str, dict[str, list[str]]] = defaultdict(dict)
     for finding in findings:
         where = by_code[finding.code].setdefault(finding.message, [])
@@ -159,7 +160,9 @@ def legend(findings: Iterable[Finding]) -> list[str]:
             shown = [f"{'; '.join(runs)}: {message}" if runs else message
                      for message, runs in by_code[kind.code].items()]
             examples = " | ".join(shown[:3]) + (f" | and {len(shown) - 3} more" if len(shown) > 3 else "")
-            lines.append(f"[{kind.tag}] {kind.code} (protocol check, docs/checks.md): {examples}. Fix: {kind.fix}.")
+            fixes = {f.fix for f in findings if f.code == kind.code}
+            fix = fixes.pop() if len(fixes) == 1 else kind.fix  # the specific fix when every instance shares it
+            lines.append(f"[{kind.tag}] {kind.code} (protocol check, docs/checks.md): {examples}. Fix: {fix}.")
     return lines
 
 
@@ -441,7 +444,7 @@ def _subset(run: Any) -> list[Finding]:
         return []
     seeds = sorted({row.get("seed") for row in run.rows if row.get("seed") is not None})
     options = run.record.provenance.loader_options
-    detail = (f" (split seeds {', '.join(map(str, seeds))})" if seeds
+    detail = (f" (split seed{'s' if len(seeds) > 1 else ''} {', '.join(map(str, seeds))})" if seeds
               else f" (limit={options['limit']})" if isinstance(options, Mapping) and options.get("limit") else "")
     return [Finding("subset", f"this run scores {n:,} queries{detail}, where the numbers of {paper['paper']} "
                     f"average over {int(paper['n_scored']):,}: its numbers are over a subset of the paper's queries")]
@@ -480,11 +483,12 @@ def _substituted_models(run: Any) -> list[Finding]:
 def check_paper_cell(run: Any, metric: str | None, *, encoder: str | None = None, latency: bool = False,
                      findings: Sequence[Finding] | None = None) -> list[Finding]:
     """The findings a paper table cell showing ``run``'s ``metric`` carries: the run's own (those that concern the
-    metric), a model other than the paper's for that cell (``encoder``: the paper's encoder of the cell's block),
-    and, for a latency cell (``latency``), hardware other than the paper's. ``findings``: the run's
-    :func:`check_run`, when the caller has it."""
+    metric; for a latency or count cell, ``metric`` None, those that concern every number), a model other than the
+    paper's for that cell (``encoder``: the paper's encoder of the cell's block), and, for a latency cell
+    (``latency``), hardware other than the paper's. ``findings``: the run's :func:`check_run`, when the caller has
+    it."""
     own = check_run(run) if findings is None else list(findings)
-    out = [f for f in own if metric is None or latency or f.concerns(metric)]
+    out = [f for f in own if f.concerns(metric)] if metric and not latency else [f for f in own if not f.metrics]
     ours = str((run.record.encoder or {}).get("model") or (run.record.encoder or {}).get("label") or "")
     if encoder and ours and _short_model(ours) != _short_model(encoder):
         out.append(Finding("substituted-model", f"{_short_model(ours)} stands in for {encoder}, the encoder of this "
