@@ -126,3 +126,43 @@ def apply_corrections(benchmark: Benchmark, corrections: Corrections | None = No
                                                     "corrected": len(fixed)}}
     return dataclasses.replace(benchmark, queries=tuple(fixed.get(q.id, q) for q in benchmark.queries),
                                options=options, gold_corrections=corrections.sha256)
+
+
+@dataclass(frozen=True)
+class CorrectionEffect:
+    """What the corrections change for one system: over the corrected questions it scored, its metric with the
+    original gold and with the corrected gold, and the change of its overall mean."""
+
+    metric: str
+    questions: int  # corrected questions among the scored units
+    before: float | None  # mean over those questions, original gold
+    after: float | None  # the same, corrected gold
+    overall_before: float
+    overall_after: float
+
+    @property
+    def overall_delta(self) -> float:
+        return self.overall_after - self.overall_before
+
+
+def corrections_effect(original: Any, corrected: Any, metric: str) -> CorrectionEffect:
+    """The difference the corrections make to one system: ``original`` and ``corrected`` are its runs (anything
+    with a record and query rows: :class:`memrepro.tables.runs.Run`) with ``dataset.gold_labels=original`` and
+    ``corrected``, on the same data and settings otherwise."""
+    labels = corrected.record.provenance.loader_options.get("gold_labels")
+    if not isinstance(labels, dict) or labels.get("mode") != CORRECTED:
+        raise CorrectionsError(f"{getattr(corrected, 'folder', 'the second run')}: not a run with "
+                               f"dataset.gold_labels=corrected")
+    fixed = {c.question for c in read_corrections(corrected.record.dataset).entries}
+
+    def units(run: Any) -> dict[tuple[str, str], float]:
+        return {(r["split"], r["query_id"]): r["metrics"][metric] for r in run.rows if r.get("excluded") is None}
+
+    a, b = units(original), units(corrected)
+    touched = [u for u in a if u[1] in fixed and u in b]
+
+    def mean(values: list[float]) -> float | None:
+        return sum(values) / len(values) if values else None
+
+    return CorrectionEffect(metric, len(touched), mean([a[u] for u in touched]), mean([b[u] for u in touched]),
+                            mean(list(a.values())) or 0.0, mean(list(b.values())) or 0.0)
