@@ -331,9 +331,9 @@ def _trained_models(run: Any) -> list[tuple[str, dict[str, list[str] | None], bo
             return
         here = str(node.get("name") or name)
         if isinstance(node.get("trained_on"), Mapping):
-            found.append((_model_name(here), dict(node["trained_on"]), False))
+            found.append((f"{_model_name(here)} models", dict(node["trained_on"]), False))
         if isinstance(node.get("cross_encoder_trained_on"), Mapping):
-            found.append(("cross-encoder", dict(node["cross_encoder_trained_on"]), False))
+            found.append(("cross-encoder models", dict(node["cross_encoder_trained_on"]), False))
         for key, value in node.items():
             walk(value, here if key != "first_stage" else "")
 
@@ -349,7 +349,8 @@ def _trained_models(run: Any) -> list[tuple[str, dict[str, list[str] | None], bo
             if key == "published" and isinstance(value, str):
                 known = trained_on(value)
                 if known is not None:
-                    found.append((f"{what} {value}", {s: list(known.episodes) for s in splits}, known.assumed))
+                    found.append((f"{what} checkpoint {value}", {s: list(known.episodes) for s in splits},
+                                  known.assumed))
             elif isinstance(value, Mapping):
                 published(value, "cross-encoder" if key == "cross_encoder" else "ConvMemory v1"
                           if key in ("model", "first_stage") else what)
@@ -378,8 +379,8 @@ def _split_leakage(run: Any) -> list[Finding]:
                 leaks.append(f"{split}: {', '.join(overlap)}")
                 n += sum(questions[split][e] for e in overlap)
         if leaks:
-            out.append(Finding("split-leakage", f"the {what} models were trained on conversations they are scored "
-                               f"on{' (assumed: the training data is undocumented)' if assumed else ''}: {n:,} of "
+            out.append(Finding("split-leakage", f"the {what} saw in training conversations it is scored on"
+                               f"{' (assumed: its training data is undocumented)' if assumed else ''}: {n:,} of "
                                f"{total:,} scored questions ({'; '.join(leaks)})"))
     return out
 

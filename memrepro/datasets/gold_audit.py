@@ -14,7 +14,6 @@ them by kind.
 
 from __future__ import annotations
 
-
 from collections import Counter, defaultdict
 from dataclasses import asdict, dataclass
 from pathlib import Path
