@@ -38,8 +38,8 @@ class Power:
     power: float = POWER
 
     def detects(self, delta: float) -> bool:
-        """Whether an observed difference ``delta`` is at least the MDD."""
-        return abs(delta) >= self.mdd
+        """Whether an observed difference ``delta`` is at least the MDD (no difference never is)."""
+        return delta != 0 and abs(delta) >= self.mdd
 
     def text(self) -> str:
         return f"MDD {self.mdd:.4f} (n = {self.n:,})" if math.isfinite(self.mdd) else f"MDD undefined (n = {self.n})"
