@@ -18,12 +18,13 @@ from __future__ import annotations
 import json
 import re
 from collections import Counter, defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
 from memrepro.errors import EXIT_BAD_INPUT, MemreproError, UnknownNameError
+from memrepro.evaluation.metrics import SET_BASES, parse_metric
 
 
 @dataclass(frozen=True)
@@ -73,10 +74,6 @@ KINDS: tuple[Kind, ...] = (
 BY_CODE: dict[str, Kind] = {kind.code: kind for kind in KINDS}
 CODES: tuple[str, ...] = tuple(BY_CODE)
 
-# metrics that read only which memories are in the top k, not their order (a reranker inside k cannot move them)
-SET_BASES = frozenset({"recall", "recall_list", "hit", "recall_all", "recall_any", "pb_recall"})
-# PersonaBench's metrics are defined on the returned list itself (k = its length): never deeper than it
-LIST_DEFINED = frozenset({"pb_recall", "pb_ndcg"})
 
 
 @dataclass(frozen=True)
@@ -190,9 +187,7 @@ def _scored(run: Any) -> list[dict[str, Any]]:
 
 
 def _cutoffs(metric_names: Iterable[str]) -> dict[str, tuple[str, int | None]]:
-    from memrepro.evaluation.metrics import parse_metric
-
-    out = {}
+    out: dict[str, tuple[str, int | None]] = {}
     for name in metric_names:
         try:
             out[name] = parse_metric(name)
@@ -279,31 +274,21 @@ def _fixed_by_first_stage(run: Any, pools: Mapping[str, int] | None = None) -> l
                     f"cutoff below {w}) and report these columns as {first}'s", tuple(fixed))]
 
 
-RUN_FILE_FIX = "write up to {pool} memories per query for exact scores (a memrepro run: output.top_n={pool})"
 RUN_FIX = "rank up to {pool} memories per query (a larger retriever.k) for exact scores"
 
 
 def deeper_than_list(depth: int, pools: Sequence[int], metric_names: Iterable[str], source: str,
-                     fix: str = RUN_FILE_FIX) -> Finding | None:
-    """The finding of lists cut at ``depth`` (a run file's depth, a run's fixed list length) when some scored
-    query's candidate pool (``pools``) is larger: the metrics without a cutoff, or cut deeper than ``depth``, are
-    lower bounds of the system's scores; those cut at most at ``depth`` are exact. None when nothing is bounded.
-    ``fix``: the fix, with ``{pool}`` standing for the largest such pool."""
-    deeper = [size for size in pools if size > depth]
-    if not depth or not deeper:
+                     fix: str | None = None) -> Finding | None:
+    """The finding of lists cut at ``depth`` while some scored query's candidate pool is larger
+    (:func:`memrepro.runs.runfile.truncation`); ``fix`` has ``{pool}`` for the largest such pool (default: a run
+    file's fix). None when nothing is bounded."""
+    from memrepro.runs.runfile import RUN_FILE_FIX, truncation
+
+    found = truncation(depth, list(pools), list(metric_names), source)
+    if found is None:
         return None
-    cutoffs = {name: cut for name, cut in _cutoffs(metric_names).items() if cut[0] not in LIST_DEFINED}
-    bounded = [name for name, (_, k) in cutoffs.items() if k is None or k > depth]
-    if not bounded:
-        return None
-    exact = [name for name, (_, k) in cutoffs.items() if k is not None and k <= depth]
-    pool = max(deeper)
-    message = (f"{source} ranks at most {depth} memories per query, fewer than the candidate pool of {len(deeper)} "
-               f"of {len(pools)} scored queries (up to {pool}): if the system ranked deeper (a file truncated at "
-               f"depth {depth}), {_join(bounded)} "
-               + ("is a lower bound of its score" if len(bounded) == 1 else "are lower bounds of its scores")
-               + (f" and {_join(exact)} exact" if exact else ""))
-    return Finding("deeper-than-list", message, fix.format(pool=pool), tuple(bounded))
+    message, bounded, pool = found
+    return Finding("deeper-than-list", message, (fix or RUN_FILE_FIX).format(pool=pool), bounded)
 
 
 def _deeper_than_list(run: Any, pools: Mapping[str, int] | None) -> list[Finding]:
@@ -314,7 +299,7 @@ def _deeper_than_list(run: Any, pools: Mapping[str, int] | None) -> list[Finding
     depth = max(int(row.get("n_returned") or 0) for row in rows)
     external = run.record.provenance.run_file
     finding = deeper_than_list(depth, sizes, run.record.metric_names, str(external["path"]) if external else
-                               "this run", RUN_FILE_FIX if external else RUN_FIX)
+                               "this run", None if external else RUN_FIX)
     return [finding] if finding else []
 
 
@@ -616,9 +601,10 @@ def say(findings: Sequence[Finding], ignore: Iterable[str] = ()) -> str:
 def load_run(path: str | Path) -> RunView:
     """A complete run folder (``results/runs/...``) or a kept copy (``results/kept/...``, read in place), verified:
     a damaged or incomplete folder is a :class:`CheckInputError` naming it."""
-    from memrepro.runs.folder import COMPLETE, run_problem
+    import yaml
+
+    from memrepro.runs.folder import COMPLETE, read_queries, read_record, run_problem
     from memrepro.runs.kept import QUERIES_XZ, read_in_place
-    from memrepro.tables.runs import Run
 
     folder = Path(path).expanduser()
     if not folder.is_dir():
@@ -633,8 +619,8 @@ def load_run(path: str | Path) -> RunView:
         problem = run_problem(folder)
         if problem:
             raise CheckInputError(f"{problem}; rerun its command (or restore its kept copy) to check it")
-        run = Run(folder)
-        return RunView(run.config, run.record, run.rows, folder)
+        config = yaml.safe_load((folder / "config.yaml").read_text(encoding="utf-8"))
+        return RunView(config, read_record(folder), read_queries(folder), folder)
     except MemreproError as exc:
         if isinstance(exc, CheckInputError):
             raise

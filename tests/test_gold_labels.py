@@ -4,7 +4,6 @@ its own, and a corrections entry that names no question refused in one line."""
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import re
 from pathlib import Path
