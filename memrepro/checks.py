@@ -251,6 +251,8 @@ def rerank_window(retriever: Mapping[str, Any]) -> tuple[int, str] | None:
         return int(retriever.get("protected", 10)), "cascade"
     if target.endswith("FullPoolRetriever"):
         return int(retriever.get("pool", 500)), "full-pool reranker"
+    if target.endswith("ConvMemoryV1Retriever"):  # v1 reorders raw dense's top `pool` and appends the rest
+        return int((retriever.get("model") or {}).get("pool", 500)), "ConvMemory v1 reranker"
     return None
 
 
@@ -266,7 +268,7 @@ def _fixed_by_first_stage(run: Any, pools: Mapping[str, int] | None = None) -> l
         return []
     described = run.record.retriever.get("first_stage") if isinstance(run.record.retriever, Mapping) else None
     first = (described or {}).get("name") if isinstance(described, Mapping) else None
-    first = first or str((retriever.get("first_stage") or {}).get("_target_", "?")).rsplit(".", 1)[-1]
+    first = first or str((retriever.get("first_stage") or {}).get("_target_", "raw dense")).rsplit(".", 1)[-1]
     return [Finding("fixed-by-first-stage", f"{_join(fixed)} of this {what} cannot differ from its first stage's "
                     f"({first}): it reorders only the first stage's top {w}, so its top k for any k ≥ {w} holds the "
                     f"first stage's memories",
@@ -352,6 +354,8 @@ def _split_leakage(run: Any) -> list[Finding]:
     test: dict[str, set[str]] = defaultdict(set)
     questions: dict[str, Counter] = defaultdict(Counter)
     for row in _scored(run):
+        if row.get("episode_id") is None:  # rows that do not say which episode: nothing to compare
+            continue
         test[row["split"]].add(row["episode_id"])
         questions[row["split"]][row["episode_id"]] += 1
     out = []
