@@ -22,8 +22,8 @@ import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
 from memrepro.artifacts.forecast import duration, where
-from memrepro.checks import with_findings
 from memrepro.artifacts.per_seed import TrainingContext
+from memrepro.checks import with_findings
 from memrepro.errors import MemreproError, one_line
 from memrepro.evaluation.freeze import TIE_RULE, freeze
 from memrepro.models.encoder import CachedEncoder, resolve_device

@@ -19,7 +19,8 @@ from memrepro.datasets.locomo import load_locomo
 from memrepro.runs.identity import run_id_payload, semantic_config
 from memrepro.types import Benchmark, Episode, Memory, Protocol, Query, Split
 
-TRACKERS = {"locomo": "https://github.com/snap-research/locomo/", "longmemeval": "https://github.com/xiaowu0162/LongMemEval/"}
+TRACKERS = {"locomo": "https://github.com/snap-research/locomo/",  # the benchmarks' own issue trackers
+            "longmemeval": "https://github.com/xiaowu0162/LongMemEval/"}
 
 
 def _fixture(fixtures_dir: Path) -> Benchmark:

@@ -47,7 +47,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"\n{legend}")
     if args.out:
         out = Path(args.out)
-        write_table(frame, out.parent, out.name, f"memrepro compare: {runs[0].dataset}", notes=[*findings.splitlines(), legend])
+        write_table(frame, out.parent, out.name, f"memrepro compare: {runs[0].dataset}",
+                    notes=[*findings.splitlines(), legend])
         print(f"wrote {out}.md, {out}.tex, {out}.csv")
     return 0
 

@@ -18,10 +18,9 @@ log = logging.getLogger("memrepro")
 @hydra.main(version_base="1.3", config_path=str(CONFIG_DIR), config_name="config")
 def main(cfg: DictConfig) -> None:
     with reported():  # one line and an exit code per failure, in a launcher's job process too
+        from memrepro.checks import findings_of, say, valid_codes
         from memrepro.runner import dry_run, run
         from memrepro.training.plan import plan_only
-
-        from memrepro.checks import findings_of, say, valid_codes
 
         ignore = valid_codes(cfg.checks.ignore, "checks.ignore")
         if plan_only():  # --dry-run: the training plan and what would happen; nothing trained or written

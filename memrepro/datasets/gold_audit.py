@@ -96,9 +96,9 @@ def _locomo_evidence(path: Path, benchmark: Benchmark) -> list[GoldProblem]:
                 continue
             bad = [item for item in evidence if isinstance(item, str) and item not in known]
             if bad:
-                verb = "names" if len(bad) == 1 else "name"
+                named = f"{', '.join(repr(b) for b in bad)} {'names' if len(bad) == 1 else 'name'}"
                 problems.append(GoldProblem("evidence points to no memory", query_id,
-                                            f"{', '.join(repr(b) for b in bad)} {verb} no turn of {sample_id}{dropped}"))
+                                            f"{named} no turn of {sample_id}{dropped}"))
     return problems
 
 

@@ -188,8 +188,8 @@ def render_leaderboard(runs: Sequence[Run], out: Path, encoder: str, resamples: 
     ranks = ("Rank: each system against the benchmark's best (paired bootstrap, the p-values of the whole table "
              "Holm-corrected together); a system whose corrected p is not below 0.05 is tied with the best instead "
              "of ranked below it; the rest are ranked by mean. MDD: the minimum detectable difference of that "
-             "comparison (α = 0.05, power 0.8, paired t approximation). [X]: a protocol-check finding (docs/checks.md), "
-             "listed below.")
+             "comparison (α = 0.05, power 0.8, paired t approximation). [X]: a protocol-check finding "
+             "(docs/checks.md), listed below.")
     paths = write_table(frame, out, "leaderboard", "Leaderboard: retrievers × benchmarks (one encoder)",
                         notes=[text, ranks, PERSONAMEM_NOTE, *notes], keep_committed=True)
     return paths, frame
