@@ -245,7 +245,8 @@ def _cutoff_at_pool(run: Any, pools: Mapping[str, int] | None) -> list[Finding]:
 
 def rerank_window(retriever: Mapping[str, Any]) -> tuple[int, str] | None:
     """``(w, what)`` for a retriever config that reorders only its first stage's top w (the v2 cascade's
-    ``protected``, the full-pool reranker's ``pool``); None for any other."""
+    ``protected``, the full-pool reranker's ``pool``, ConvMemory v1's pool of raw dense's top ``model.pool``); None
+    for any other."""
     target = str(retriever.get("_target_", ""))
     if target.endswith("CascadeRetriever"):
         return int(retriever.get("protected", 10)), "cascade"
@@ -320,7 +321,10 @@ def _trained_models(run: Any) -> list[tuple[str, dict[str, list[str] | None], bo
         if isinstance(node.get("trained_on"), Mapping):
             found.append((f"{_model_name(here)} models", dict(node["trained_on"]), False))
         if isinstance(node.get("cross_encoder_trained_on"), Mapping):
-            found.append(("cross-encoder models", dict(node["cross_encoder_trained_on"]), False))
+            configured = ((run.config.get("retriever") or {}).get("cross_encoder") or {})
+            known = trained_on(configured.get("published")) if isinstance(configured, Mapping) else None
+            found.append(("cross-encoder models", dict(node["cross_encoder_trained_on"]),
+                          bool(known and known.assumed)))  # what the published reranker saw is undocumented
         for key, value in node.items():
             walk(value, here if key != "first_stage" else "")
 
