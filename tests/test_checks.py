@@ -357,3 +357,17 @@ def test_run_stores_its_findings_and_rows_their_pool_and_refuses_an_unknown_igno
     errors = [line for line in refused.stderr.splitlines() if line.strip()]
     assert refused.returncode == 2 and len(errors) == 1 and "unknown finding code 'subsets'" in errors[0]
     assert "checks.ignore" in errors[0] and "valid: cutoff-at-pool" in errors[0]
+
+
+def test_the_committed_convmemory_table_marks_the_cascades_r10_and_hit10_as_v1s() -> None:
+    import pandas as pd
+
+    table = pd.read_csv(REPO / "results" / "tables" / "convmemory_locomo.csv", dtype=str, keep_default_na=False)
+    [cascade] = [row for _, row in table.iterrows() if row["method"].startswith("v1 + v2 cascade (v1: per-seed "
+                                                                                 "retrained, dense-cosine teacher; "
+                                                                                 "our CE, v2 recipe, head_lr")
+                 and "trained on dense" not in row["method"]]
+    assert cascade["R@10"].endswith("[F,S]") and cascade["Hit@10"].endswith("[F,S]")
+    assert "F" not in cascade["FULL MRR"].rsplit("[", 1)[-1]  # its MRR is its own
+    notes = (REPO / "results" / "tables" / "convmemory_locomo.md").read_text(encoding="utf-8")
+    assert "- [F] fixed-by-first-stage (protocol check, docs/checks.md)" in notes
