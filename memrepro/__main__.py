@@ -36,6 +36,8 @@ COMMANDS: dict[str, Command] = {
                        "memrepro.cli.compare:main"),
     "report": Command("a static HTML site of the runs: reproduction, run pages with per-query evidence, comparisons, "
                       "sweeps (opens from disk)", "memrepro.cli.report:main"),
+    "check": Command("the protocol check of run folders: each finding, what the run shows and the fix (exit 0 "
+                     "none, 1 findings, 2 bad input)", "memrepro.cli.check:main"),
     "leaderboard": Command("every retriever x benchmark on one encoder, Δ vs dense (from results/)",
                            "memrepro.cli.compare:leaderboard_main"),
     "export": Command("write a benchmark's corpus / queries / qrels as BEIR or TREC files",

@@ -15,6 +15,7 @@ from typing import Sequence
 import pandas as pd
 
 from memrepro.errors import EXIT_BAD_INPUT, MemreproError
+from memrepro.evaluation.power import minimum_detectable_difference
 from memrepro.evaluation.significance import paired_bootstrap
 from memrepro.runs.folder import COMPLETE, run_problem
 from memrepro.tables.naming import labels
@@ -117,6 +118,7 @@ def compare(runs: Sequence[Run], metrics: Sequence[str] | None = None, by: str |
                     continue
                 ua, ub = {u: a[u] for u in units}, {u: b[u] for u in units}
                 test = paired_bootstrap(ub, ua, resamples=resamples, seed=seed)
+                power = minimum_detectable_difference(ub, ua)
                 mean_a, mean_b = sum(ua.values()) / len(ua), sum(ub.values()) / len(ub)
                 whole = group == "all" and same_units  # the runs' own summaries describe exactly these units
                 rows.append({
@@ -127,6 +129,8 @@ def compare(runs: Sequence[Run], metrics: Sequence[str] | None = None, by: str |
                     "Δ": f"{test.delta:+.4f}{'*' if test.significant else ''}",
                     "95% CI": f"[{test.ci_low:+.4f}, {test.ci_high:+.4f}]",
                     "p": test.p_text(),
+                    "MDD": f"{power.mdd:.4f}",
+                    "verdict": "" if test.significant else power.verdict(test.delta),
                 })
     return pd.DataFrame(rows)
 
@@ -143,4 +147,7 @@ def label_col(which: str) -> str:
 LEGEND = ("Means: mean ± std of split means where the benchmark has several splits (LoCoMo's 5 seeds), else the "
           "mean; per category the pooled mean. Δ = run − baseline, the pooled mean of per-query differences over "
           "the shared (split, query) units; 95% CI and two-sided p from the paired bootstrap "
-          "(memrepro.evaluation.significance, {resamples} resamples, seed {seed}); * : p < 0.05.")
+          "(memrepro.evaluation.significance, {resamples} resamples, seed {seed}); * : p < 0.05. MDD: the minimum "
+          "detectable difference of that comparison (α = 0.05, power 0.8, paired t approximation, "
+          "memrepro.evaluation.power); a difference below it that the test does not find is not distinguishable at "
+          "that n. Findings of the protocol check (docs/checks.md) are printed above the numbers.")

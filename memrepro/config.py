@@ -16,6 +16,7 @@ from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, OmegaConf
 
 from memrepro.datasets import locomo, longmemeval, personabench, personamem  # their allowed names (no torch)
+from memrepro.datasets.gold_corrections import GOLD_LABELS, ORIGINAL
 from memrepro.errors import ConfigError
 from memrepro.limits import DEFAULT_CHUNK_BYTES
 from memrepro.models.convmemory_v1_shape import V1_DEFAULT_SHAPE
@@ -38,6 +39,12 @@ def _allow_unverified() -> Any:
     return param(False, changes_results=False)
 
 
+def _gold_labels() -> Any:
+    """original: the gold as published (the papers' numbers; no run id changes); corrected: the versioned
+    corrections of memrepro/datasets/corrections/ applied (runs of their own, docs/checks.md#gold-labels)."""
+    return param(ORIGINAL, one_of(*GOLD_LABELS))
+
+
 @dataclass
 class LocomoDatasetConfig:
     _target_: str = "memrepro.datasets.locomo.load_locomo"
@@ -46,6 +53,7 @@ class LocomoDatasetConfig:
     file: str = "locomo/locomo10.json"
     evidence_rule: str = param("exact", one_of(*locomo.EVIDENCE_RULES))
     seeds: List[int] = param(default_factory=lambda: list(locomo.SPLIT_SEEDS), rule=NON_EMPTY_INTEGERS)
+    gold_labels: str = _gold_labels()
 
 
 @dataclass
@@ -58,6 +66,7 @@ class LongMemEvalDatasetConfig:
     granularity: str = param("session", one_of(*longmemeval.GRANULARITIES))
     gold: str = param("rfmem", one_of(*longmemeval.GOLD_RULES))
     limit: Optional[int] = param(None, integer_at_least(1))
+    gold_labels: str = _gold_labels()
 
 
 @dataclass
@@ -294,6 +303,13 @@ class LatencyConfig:
 
 
 @dataclass
+class ChecksConfig:
+    """The protocol check (docs/checks.md): its findings are recorded in metrics.json whatever this says."""
+
+    ignore: List[str] = field(default_factory=list)  # finding codes not printed (memrepro.checks.CODES)
+
+
+@dataclass
 class OutputConfig:
     top_n: int = param(100, integer_at_least(1))  # ranked ids kept per query in queries.jsonl and run.trec
 
@@ -310,6 +326,7 @@ class RunConfig:
     latency: LatencyConfig = param(default_factory=LatencyConfig, changes_results=False)
     output: OutputConfig = field(default_factory=OutputConfig)
     search: SearchConfig = field(default_factory=SearchConfig)
+    checks: ChecksConfig = param(default_factory=ChecksConfig, changes_results=False)
     overwrite: bool = param(False, changes_results=False)
     # Chosen by `first_stage=…` / `cross_encoder=…` / `arm=…` and read by the cascade presets through
     # interpolation (`retriever.first_stage: ${first_stage}`), so they reach a run id only through the retriever.
@@ -353,6 +370,7 @@ class EvalConfig:
     strict: bool = False
     name: Optional[str] = None
     encoder_label: str = "external"
+    checks: ChecksConfig = param(default_factory=ChecksConfig, changes_results=False)
     overwrite: bool = False
 
 

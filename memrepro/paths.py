@@ -74,6 +74,15 @@ def outside_notice() -> str | None:
             f"go under {root}; set {HOME_ENV}=<folder> (or run from the checkout) to use another folder")
 
 
+def in_project(path: str | os.PathLike[str]) -> str:
+    """A path as rendered files name it: relative to the project root when under it (the same text on every
+    clone), else as given."""
+    try:
+        return str(Path(os.path.abspath(path)).relative_to(project_root()[0]))
+    except ValueError:
+        return str(path)
+
+
 def shown(path: str | os.PathLike[str]) -> str:
     """A path as messages print it: relative to the current folder when under it, else absolute."""
     absolute = Path(os.path.abspath(path))

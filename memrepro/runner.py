@@ -22,6 +22,7 @@ import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
 from memrepro.artifacts.forecast import duration, where
+from memrepro.checks import with_findings
 from memrepro.errors import MemreproError, one_line
 from memrepro.evaluation.freeze import TIE_RULE, freeze
 from memrepro.models.encoder import CachedEncoder, resolve_device
@@ -300,6 +301,7 @@ def _compute(cfg: DictConfig, resolved: Mapping[str, Any], benchmark: Benchmark,
             "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         },
     }, str(folder / "metrics.json"))
+    record = with_findings(record, resolved, rows)
     folder = write_run(folder, resolved, rows, record, run_id)
     checkpoint.discard()
     log.info("wrote %s", shown(folder))

@@ -74,14 +74,19 @@ def load_benchmark(node: DictConfig) -> tuple[Benchmark, dict[str, Any]]:
     """The dataset a config names (built once per process; a missing official file is fetched when online) and
     its files' checksum verification.
 
-    ``allow_unverified`` is the runner's switch, not the loader's: it is taken off before the loader is built."""
+    ``allow_unverified`` and ``gold_labels`` are the runner's switches, not the loader's: they are taken off before
+    the loader is built; ``gold_labels=corrected`` applies the benchmark's gold corrections to what it loaded."""
     from memrepro.datasets.autofetch import with_fetch
+    from memrepro.datasets.gold_corrections import CORRECTED, apply_corrections
     from memrepro.datasets.io import data_root
 
     plain = OmegaConf.to_container(node, resolve=True)
     # dataset.allow_unverified=true, or MEMREPRO_ALLOW_UNVERIFIED=1 for every command of a session (own revisions)
     allow = bool(plain.pop("allow_unverified", False)) or os.environ.get("MEMREPRO_ALLOW_UNVERIFIED") == "1"
+    labels = plain.pop("gold_labels", None)
     benchmark: Benchmark = with_fetch(lambda: build_once(OmegaConf.create(plain)), data_root(plain.get("data_dir")))
+    if labels == CORRECTED:
+        benchmark = apply_corrections(benchmark)
     root = str(plain.get("data_dir") or "")
     verification = enforce(benchmark.files, root or "<data dir>", allow)
     for warning in benchmark.warnings:
@@ -205,8 +210,8 @@ def _score(benchmark: Benchmark, rankings: Mapping[tuple[str, str], FrozenRankin
                                       for q in queries}, queries, metric_names,
                                      gold_ranks={q.id: stored[q.id]["gold_ranks"] for q in queries})
             for query in queries:  # this run's batch-1 sample decides every row's latency_ms
-                rows.append({**stored[query.id], "latency_ms": latency_ms.get(query.id),
-                             "metrics": values.get(query.id, {})})
+                rows.append({**stored[query.id], "pool": len(benchmark.episodes[query.episode_id]),
+                             "latency_ms": latency_ms.get(query.id), "metrics": values.get(query.id, {})})
                 _count(counts, query.excluded)
             continue
         gold_ranks = {q.id: rankings[(split.name, q.id)].ranks_of(tuple(dict.fromkeys(q.gold))) for q in queries}
@@ -229,6 +234,7 @@ def _score(benchmark: Benchmark, rankings: Mapping[tuple[str, str], FrozenRankin
                 "gold": list(query.gold),
                 "gold_ranks": gold_ranks[query.id],
                 "n_returned": len(ranking.memory_ids),
+                "pool": len(text_of),  # the candidate pool: the memories of the query's episode
                 "returned_chars": sum(map(text_of.__getitem__, ranking.memory_ids[:top_n])),
                 "top": list(zip(ranking.memory_ids[:top_n], ranking.scores[:top_n])),  # (id, score) pairs: JSON arrays
                 "latency_ms": latency_ms.get(query.id),

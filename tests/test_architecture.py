@@ -19,7 +19,7 @@ LAYERS: tuple[frozenset[str], ...] = tuple(frozenset(layer) for layer in (
     {"artifacts"},  # trained-model resolution, below the retrievers that hold it and the trainers that subclass it
     {"retrievers"},
     {"training"},
-    {"runner", "stages", "runs", "export", "report", "experiments"},
+    {"runner", "stages", "runs", "export", "report", "experiments", "checks"},
     {"tables"},
     {"cli", "__main__", "__init__", "api", "compare", "site", "sweep"},
 ))

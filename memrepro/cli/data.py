@@ -70,6 +70,8 @@ def cmd_check(args: argparse.Namespace) -> int:
                 continue
             stats = benchmark_stats(loaded) if hasattr(loaded, "episodes") else personamem_question_stats(loaded)
             write_text_atomic(target, json.dumps(stats, indent=2) + "\n")
+            if hasattr(loaded, "episodes"):
+                _gold_audit(name, loaded, root, out_dir / f"{name}.gold_audit.json")
             if "episodes" in stats:
                 spread = stats["memories_per_episode"]
                 print(f"stats {name}: {stats['queries']} queries ({stats['scored_queries']} scored), "
@@ -80,6 +82,21 @@ def cmd_check(args: argparse.Namespace) -> int:
     if refused:
         return EXIT_BAD_INPUT
     return 1 if any(s.problem for s in statuses) else 0
+
+
+def _gold_audit(name: str, benchmark, root: Path, target: Path) -> None:
+    """The benchmark's structural gold problems (memrepro.datasets.gold_audit): counted in one line, listed in
+    ``<name>.gold_audit.json`` beside its statistics."""
+    from memrepro.datasets.gold_audit import audit, summary
+
+    raw = root / benchmark.files[0].path if benchmark.name == "locomo" else None
+    problems = audit(benchmark, raw)
+    counts = summary(problems)
+    document = {"benchmark": benchmark.name, "files": [{"path": f.path, "sha256": f.sha256} for f in benchmark.files],
+                "counts": counts, "problems": [p.to_json() for p in problems]}
+    write_text_atomic(target, json.dumps(document, indent=2) + "\n")
+    found = ", ".join(f"{kind} {n}" for kind, n in counts.items() if n) or "none found"
+    print(f"gold audit {name}: {found} → {target}")
 
 
 def cmd_download(args: argparse.Namespace) -> int:

@@ -26,18 +26,23 @@ log = logging.getLogger("memrepro")
 def main(cfg: DictConfig) -> RunOutcome | None:
     """One run; returns its outcome, which a sweep's summary (memrepro.sweep) reads."""
     with reported():  # one line and an exit code per failure, in a launcher's job process too
+        from memrepro.checks import findings_of, say, valid_codes
         from memrepro.runner import dry_run, run
         from memrepro.training.plan import plan_only
 
+        ignore = valid_codes(cfg.checks.ignore, "checks.ignore")
         if plan_only():  # --dry-run: the training plan and what would happen; nothing trained or written
             print(dry_run(cfg))
             return
         with above_progress_bars():
             outcome = run(cfg)
+        findings = say(findings_of(outcome.folder, outcome.record), ignore)
     state = "skipped (already complete)" if outcome.skipped else "done"  # a restore is said by the runner's line
     print(f"\n{state}: {shown(outcome.folder)}")
     if HydraConfig.get().mode == RunMode.MULTIRUN:  # one line a point: the sweep summary follows the last one
         print(primary_line(outcome.record))
     else:
         print(summary_table(outcome.record))
+    if findings:  # the protocol check (docs/checks.md)
+        print(findings)
     return outcome

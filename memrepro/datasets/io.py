@@ -14,6 +14,8 @@ from memrepro.paths import FOLDERS, folder_path
 from memrepro.types import FileProvenance
 
 DATA_DIR_ENV = FOLDERS["data_dir"][0]
+# dataset keys read by the runner, not by the loader: taken off before the loader is built
+RUNNER_SWITCHES = ("allow_unverified", "gold_labels")
 
 
 def data_root(configured: str | os.PathLike[str] | None = None) -> Path:

@@ -97,4 +97,6 @@ class ConvMemoryV1Retriever(RetrieverBase):
             out["recipe_hash"] = self.models.identity_hash()
         if self.models.resolved:
             out["resolved"] = dict(self.models.resolved)
+        if self.models.trained_on:
+            out["trained_on"] = dict(self.models.trained_on)  # split -> the conversations its model saw
         return out

@@ -194,5 +194,40 @@ def restore(kept: Path, folder: Path) -> Path:
         raise
 
 
+def read_in_place(kept: Path) -> tuple[dict, "RunRecord", list[dict]]:
+    """A kept copy's config, record and query rows, read without restoring it: each file is checked against the
+    kept manifest (size and sha256; ``queries.jsonl`` once decompressed) and a damaged one is a
+    :class:`DamagedFileError` naming the kept file."""
+    import hashlib
+
+    import yaml
+
+    from memrepro.runs.record import RunRecord
+
+    marker = kept / COMPLETE
+    try:
+        expected = dict(json.loads(marker.read_text(encoding="utf-8"))["files"])
+    except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError):
+        raise DamagedFileError(marker, "unreadable manifest", FIX) from None
+    contents = {}
+    for name, source in (*((n, n) for n in VERBATIM), (QUERIES, QUERIES_XZ)):
+        try:
+            data = (lzma.decompress((kept / source).read_bytes()) if source == QUERIES_XZ
+                    else (kept / source).read_bytes())
+        except FileNotFoundError:
+            raise DamagedFileError(kept / source, "missing from a kept run", FIX) from None
+        except (OSError, lzma.LZMAError, EOFError) as exc:
+            raise DamagedFileError(kept / source, f"unreadable ({type(exc).__name__}: {exc})", FIX) from None
+        want = expected.get(name) or {}
+        if len(data) != want.get("bytes") or hashlib.sha256(data).hexdigest() != want.get("sha256"):
+            raise DamagedFileError(kept / source, f"does not hold the {name} the kept manifest records (damaged or "
+                                   f"edited)", FIX)
+        contents[name] = data
+    config = yaml.safe_load(contents["config.yaml"].decode("utf-8"))
+    record = RunRecord.from_json(json.loads(contents["metrics.json"]), kept / "metrics.json")
+    rows = [json.loads(line) for line in contents[QUERIES].decode("utf-8").splitlines() if line.strip()]
+    return config, record, rows
+
+
 def _remove(path: Path) -> None:
     shutil.rmtree(path, ignore_errors=True)

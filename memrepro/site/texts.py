@@ -16,7 +16,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from memrepro.datasets.io import DATA_DIR_ENV
+from memrepro.datasets.io import DATA_DIR_ENV, RUNNER_SWITCHES
 from memrepro.errors import MemreproError, one_line
 
 MAX_CHARS = 600
@@ -109,7 +109,7 @@ def load(dataset: Mapping[str, Any]) -> tuple[Any, str]:
 
     from memrepro.stages import build
 
-    node = {k: v for k, v in dataset.items() if k != "allow_unverified"}
+    node = {k: v for k, v in dataset.items() if k not in RUNNER_SWITCHES}
     root = os.environ.get(DATA_DIR_ENV) or node.get("data_dir")
     node["data_dir"] = root
     try:

@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import functools
 import re
-from typing import Any
+from typing import Any, Sequence
 
 import pandas as pd
 
+from memrepro.checks import Finding, check_paper_cell, check_run, tags, without
 from memrepro.datasets.locomo import SPLIT_SEEDS
 from memrepro.evaluation.significance import PairedResult, paired_bootstrap
 from memrepro.experiments import Experiment, load_experiments
@@ -37,6 +38,7 @@ ROW_NAMES = ("Rows named from their runs: v1 and v2 are ConvMemory's v1 and v2 r
              "CE x: our cross-encoder of the preset `cross_encoder=x`; on dense lists: trained on dense's top "
              f"lists; (seeds 7, 11): run on those split seeds only; {NOT_COMPARABLE}: not comparable with the paper.")
 COLUMNS = {"mrr": "FULL MRR", "hit@1": "H@1", "recall_list@10": "R@10", "hit@10": "Hit@10"}
+PAPER_ENCODER = "sentence-transformers/all-mpnet-base-v2"  # the encoder of every ConvMemory LoCoMo number
 PAPER_KEYS = {"mrr": "mrr", "hit@1": "hit_at_1", "recall_list@10": "recall_at_10", "hit@10": "hit_at_10"}
 ARM_PAPER = "convmemory.v2_ablation_locomo.arms."
 
@@ -378,7 +380,24 @@ def main_rows(selected: dict[str, Any]) -> list[tuple[str, Run | None, str | Non
     return rows
 
 
-def main_table(selected: dict[str, Any], resamples: int = 10_000) -> pd.DataFrame:
+def _tagged(run: Run, metric: str, label: str, findings: list[Finding] | None, ignore: Sequence[str]) -> str:
+    """The findings tag of a paper cell (``" [F,S]"``) showing ``run``'s ``metric``; the findings join ``findings``
+    (the table's legend) under the row's ``label``."""
+    found = without(check_paper_cell(run, metric, encoder=PAPER_ENCODER, findings=_own_findings(run)), ignore)
+    if findings is not None:
+        findings += [Finding(f.code, f.message, f.fix, f.metrics, label) for f in found]
+    return tags(found)
+
+
+@functools.lru_cache(maxsize=None)
+def _own_findings(run: Run) -> tuple[Finding, ...]:
+    return tuple(check_run(run))
+
+
+def main_table(selected: dict[str, Any], resamples: int = 10_000, findings: list[Finding] | None = None,
+               ignore: Sequence[str] = ()) -> pd.DataFrame:
+    """The main comparison; each cell of ours carries the tags of its protocol-check findings (``findings``
+    collects them for the table's legend)."""
     dense = selected["dense"]
     headline_v1 = selected["v1"].get(_default_v1_variant())
     table = []
@@ -388,6 +407,7 @@ def main_table(selected: dict[str, Any], resamples: int = 10_000) -> pd.DataFram
             row.update({c: reason if i == 0 else "" for i, c in enumerate(COLUMNS.values())})
         else:
             row.update({COLUMNS[m]: _cell(run, m) for m in COLUMNS})
+            marks = {COLUMNS[m]: _tagged(run, m, label, findings, ignore) for m in COLUMNS}
             batch1 = _batch1_ms(run)
             row["ms/query (batch-1)"] = f"{batch1:.1f}" if batch1 is not None else "—"
             amortized = run.record.latency.batched_amortized_ms_per_query
@@ -402,6 +422,8 @@ def main_table(selected: dict[str, Any], resamples: int = 10_000) -> pd.DataFram
                 else headline_v1
             if versus_v1 is not None and run is not versus_v1 and run is not dense:
                 row["ΔMRR vs v1 [95% CI], p"] = _delta_text(_mrr_delta(run, versus_v1, resamples))
+            for column, mark in marks.items():  # after the significance mark: "0.5581 ± 0.0238 * [S]"
+                row[column] += mark
         if reference:
             prefix = "mxbai-rerank-large-v1: " if _method(reference).startswith("mxbai") else ""
             row["paper (R@10 / MRR / H@1 / Hit@10)"] = prefix + " / ".join(
@@ -469,7 +491,8 @@ def _batch1_ms(run: Run | None) -> float | None:
     return batch1.get("mean_ms") if batch1.get("n") else None
 
 
-def ablation_table(selected: dict[str, Any], resamples: int = 10_000) -> pd.DataFrame:
+def ablation_table(selected: dict[str, Any], resamples: int = 10_000, findings: list[Finding] | None = None,
+                   ignore: Sequence[str] = ()) -> pd.DataFrame:
     """One row per arm, each the run of the ablation's declared conditions with that arm (the full-text control
     included). Deltas: against the full-text arm and against the arm's first stage (raw dense or the v1 variant
     it reranks), paired over the arm's (seed, question) rows."""
@@ -493,6 +516,7 @@ def ablation_table(selected: dict[str, Any], resamples: int = 10_000) -> pd.Data
                 row[f"Δ {name} [95% CI], p"] = _delta_text(test)
                 if name == "vs full text" and test.significant:
                     row["ours FULL MRR"] += " *"
+        row["ours FULL MRR"] += _tagged(run, "mrr", arm, findings, ignore)
         rows.append(row)
     return pd.DataFrame(rows).fillna("")
 

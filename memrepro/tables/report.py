@@ -128,7 +128,9 @@ def headline_block(tables_dir: Path) -> str:
     summaries = [line[2:] for line in matrix.splitlines() if re.match(r"- \w+: \d+ cells:", line)]
     return "\n".join([
         "LoCoMo, 5 conversation-level split seeds, all-mpnet-base-v2 (mean ± std of the seed means; ‡: a committed "
-        "value whose run is not kept). From `results/tables/convmemory_locomo.md`:", "",
+        "value whose run is not kept; [F], [S], …: the protocol check's findings on that number, explained under "
+        "the table and in [Checks on every comparison](docs/checks.md)). From "
+        "`results/tables/convmemory_locomo.md`:", "",
         markdown(frame), "",
         f"{ROW_NAMES} Full recipes: the legend of "
         "`results/tables/convmemory_locomo.md`.", "",
