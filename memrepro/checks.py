@@ -143,6 +143,16 @@ def tags(findings: Iterable[Finding]) -> str:
     return f" [{','.join(letters)}]" if letters else ""
 
 
+def dumps(findings: Iterable[Finding]) -> str:
+    """Findings as one JSON text (a table column: the reproduction matrix's ``findings``); ``[]`` when none."""
+    return json.dumps([f.to_json() for f in findings], ensure_ascii=False)
+
+
+def loads(text: str) -> list[Finding]:
+    """The findings of :func:`dumps` (``""``: none); codes this version does not know are left out."""
+    return [Finding.from_json(f) for f in json.loads(text or "[]") if f.get("code") in BY_CODE]
+
+
 def legend(findings: Iterable[Finding]) -> list[str]:
     """Table notes for the tags used: one line per kind present, with the distinct messages behind it."""
     findings = list(findings)
