@@ -536,6 +536,13 @@ def check_comparison(runs: Sequence[Any], names: Sequence[str] | None = None,
     out: list[Finding] = []
     for run, name in zip(runs, names):
         out += [Finding(f.code, f.message, f.fix, f.metrics, name) for f in check_run(run)]
+    return out + check_between(runs, names, metric)
+
+
+def check_between(runs: Sequence[Any], names: Sequence[str], metric: str | None = None) -> list[Finding]:
+    """What differs between compared runs (:func:`check_comparison` without each run's own findings): the tie
+    rule, the gold or metric definition, the queries they scored."""
+    out: list[Finding] = []
     rules = {name: run.record.provenance.tie_rule for run, name in zip(runs, names)}
     if len(set(rules.values())) > 1:
         out.append(Finding("tie-rule-differs", "the runs froze their rankings under different tie rules: "
