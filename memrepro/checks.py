@@ -143,6 +143,16 @@ def tags(findings: Iterable[Finding]) -> str:
     return f" [{','.join(letters)}]" if letters else ""
 
 
+def dumps(findings: Iterable[Finding]) -> str:
+    """Findings as one JSON text (a table column: the reproduction matrix's ``findings``); ``[]`` when none."""
+    return json.dumps([f.to_json() for f in findings], ensure_ascii=False)
+
+
+def loads(text: str) -> list[Finding]:
+    """The findings of :func:`dumps` (``""``: none); codes this version does not know are left out."""
+    return [Finding.from_json(f) for f in json.loads(text or "[]") if f.get("code") in BY_CODE]
+
+
 def legend(findings: Iterable[Finding]) -> list[str]:
     """Table notes for the tags used: one line per kind present, with the distinct messages behind it."""
     findings = list(findings)
@@ -526,6 +536,13 @@ def check_comparison(runs: Sequence[Any], names: Sequence[str] | None = None,
     out: list[Finding] = []
     for run, name in zip(runs, names):
         out += [Finding(f.code, f.message, f.fix, f.metrics, name) for f in check_run(run)]
+    return out + check_between(runs, names, metric)
+
+
+def check_between(runs: Sequence[Any], names: Sequence[str], metric: str | None = None) -> list[Finding]:
+    """What differs between compared runs (:func:`check_comparison` without each run's own findings): the tie
+    rule, the gold or metric definition, the queries they scored."""
+    out: list[Finding] = []
     rules = {name: run.record.provenance.tie_rule for run, name in zip(runs, names)}
     if len(set(rules.values())) > 1:
         out.append(Finding("tie-rule-differs", "the runs froze their rankings under different tie rules: "

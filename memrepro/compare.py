@@ -15,7 +15,7 @@ from typing import Sequence
 import pandas as pd
 
 from memrepro.errors import EXIT_BAD_INPUT, MemreproError
-from memrepro.evaluation.power import minimum_detectable_difference
+from memrepro.evaluation.power import distinguishable, minimum_detectable_difference
 from memrepro.evaluation.significance import paired_bootstrap
 from memrepro.runs.folder import COMPLETE, run_problem
 from memrepro.tables.naming import labels
@@ -130,7 +130,7 @@ def compare(runs: Sequence[Run], metrics: Sequence[str] | None = None, by: str |
                     "95% CI": f"[{test.ci_low:+.4f}, {test.ci_high:+.4f}]",
                     "p": test.p_text(),
                     "MDD": f"{power.mdd:.4f}",
-                    "verdict": "" if test.significant else power.verdict(test.delta),
+                    "verdict": distinguishable(test.significant, test.delta, power),
                 })
     return pd.DataFrame(rows)
 

@@ -1,6 +1,7 @@
 """Screenshots of the report for the documentation (docs/images/report-*.png), taken with headless Chromium from a
-built report (``python -m memrepro report`` first): the summary, a LoCoMo run page at its miss breakdown with the
-explorer open, the cascade-vs-v1 comparison and a sweep.
+built report (``python -m memrepro report`` first): the summary, the ConvMemory table of the reproduction page, a
+LoCoMo run page at its protocol check and metrics and at its miss breakdown with the explorer open, the
+cascade-vs-v1 comparison and a sweep.
 
     python scripts/report_screenshots.py --site results/report --out docs/images
 """
@@ -60,6 +61,8 @@ def main() -> None:
     sweeps = sorted((site / "sweeps").glob("*alpha-tau*.html")) or sorted((site / "sweeps").glob("*.html"))
     with chromium(WIDTH, 1000) as driver:
         shoot(driver, site / "index.html", out / "report-index.png", 1100)
+        shoot(driver, site / "reproduction.html", out / "report-reproduction.png", 1250, anchor="convmemory_locomo")
+        shoot(driver, run, out / "report-run-check.png", 900, anchor="metrics")
         shoot(driver, run, out / "report-run.png", 1500, anchor="misses", open_explorer=True)
         shoot(driver, comparison, out / "report-compare.png", 1250)
         shoot(driver, sweeps[0], out / "report-sweep.png", 1150)

@@ -15,16 +15,26 @@ TWO = "dataset.file=locomo/locomo10_two_conversations.json"
 FAST = ("encoder=fake", "latency.batch1_queries=0", "runtime.device=cpu", "runtime.progress=false", TWO)
 SWEEP_K = (1, 3, 5)
 
-MATRIX = """table,row,column,ours,paper,|Δ|,tolerance,verdict
-fixture_table,encoder A / Method one,R@5 Basic,0.5000,0.5000,0.0000,"OK ≤ 0.0001, OKish ≤ 0.01",OK
-fixture_table,encoder A / Method one,R@5 Overall,0.4950,0.5000,0.0050,"OK ≤ 0.0001, OKish ≤ 0.01",OKish
-fixture_table,encoder A / Method one,R@10 Basic,0.3000,0.5000,0.2000,"OK ≤ 0.0001, OKish ≤ 0.01",FAIL
-fixture_table,encoder A / Method one,R@10 Overall,0.6000,0.7000,0.1000,,not comparable: another encoder stands in
-fixture_table,encoder B / Method one,R@5 Basic,,0.5100,,,missing: no offline weights
-fixture_table,encoder B / Method one,R@5 Overall,,0.5200,,,missing: no offline weights
-fixture_table,encoder B / Method one,R@10 Basic,0.6100 ‡,0.6000 ‡,0.0100 ‡,,not comparable: another encoder stands in ‡
-fixture_table,encoder B / Method one,R@10 Overall,,0.7100,,,missing: no offline weights
-second_table,a row,MRR,0.3254,0.3254,0.0000,"OK ≤ 0.0001, OKish ≤ 0.01",OK
+# cells of ours carry findings (two the subset one, one a substitute encoder), a kept committed cell (‡) its own, and
+# cells of ours without one say so ([])
+SUBSTITUTE = ('[{""code"": ""substituted-model"", ""message"": ""encoder X stands in for encoder A, the encoder of this '
+              'paper cell"", ""fix"": ""run with encoder A to compare with this cell"", ""metrics"": []}]')
+SUBSET = ('[{""code"": ""subset"", ""message"": ""this run scores 20 queries, where the paper averages over 1,986"", '
+          '""fix"": ""run the full query set"", ""metrics"": []}]')
+MATRIX = f"""table,row,column,ours,paper,|Δ|,tolerance,verdict,findings
+fixture_table,encoder A / Method one,R@5 Basic,0.5000,0.5000,0.0000,"OK ≤ 0.0001, OKish ≤ 0.01",OK,[]
+fixture_table,encoder A / Method one,R@5 Overall,0.4950,0.5000,0.0050,"OK ≤ 0.0001, OKish ≤ 0.01",OKish,\
+"{SUBSET}"
+fixture_table,encoder A / Method one,R@10 Basic,0.3000,0.5000,0.2000,"OK ≤ 0.0001, OKish ≤ 0.01",FAIL,\
+"{SUBSET}"
+fixture_table,encoder A / Method one,R@10 Overall,0.6000,0.7000,0.1000,,not comparable: another encoder stands in,\
+"{SUBSTITUTE}"
+fixture_table,encoder B / Method one,R@5 Basic,,0.5100,,,missing: no offline weights,
+fixture_table,encoder B / Method one,R@5 Overall,,0.5200,,,missing: no offline weights,
+fixture_table,encoder B / Method one,R@10 Basic,0.6100 ‡,0.6000 ‡,0.0100 ‡,,not comparable: another encoder stands in ‡,\
+"{SUBSTITUTE} ‡"
+fixture_table,encoder B / Method one,R@10 Overall,,0.7100,,,missing: no offline weights,
+second_table,a row,MRR,0.3254,0.3254,0.0000,"OK ≤ 0.0001, OKish ≤ 0.01",OK,[]
 """
 EXPERIMENTS = f"""common: [runtime.progress=false]
 experiments:
@@ -113,3 +123,20 @@ def build_site(fixture: Fixture, data_dir: Path, workers: int = 0) -> Fixture:
         build(Options(fixture.results, fixture.kept, fixture.site, workers=workers, resamples=500,
                       comparisons=fixture.comparisons, experiments=fixture.experiments), fixture.warnings.append)
     return fixture
+
+
+@contextmanager
+def corrected_gold(question: str, gold: tuple[str, ...]) -> Iterator[None]:
+    """The LoCoMo corrections replaced by one entry the fixture data has (the shipped entries name questions the
+    fixture does not hold), for runs with ``dataset.gold_labels=corrected`` and a report of them in this process."""
+    import pytest
+
+    import memrepro.datasets.gold_corrections as gold_corrections
+
+    corrections = gold_corrections.Corrections(
+        "locomo", 1, "memrepro/datasets/corrections/locomo.yaml", "c" * 64,
+        (gold_corrections.Correction(question, "the cited turn does not hold the answer", gold,
+                                     "https://github.com/snap-research/locomo/issues/27"),))
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(gold_corrections, "read_corrections", lambda name: corrections)
+        yield

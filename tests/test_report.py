@@ -106,6 +106,32 @@ def test_matrix_keeps_the_papers_layout_and_footnotes_reasons(tmp_path: Path) ->
     assert second.column_groups() == [("", 1)] and read_matrix(tmp_path / "absent") is None
 
 
+def test_matrix_cells_carry_the_findings_on_our_number(tmp_path: Path) -> None:
+    from report_site import MATRIX
+
+    from memrepro.errors import DamagedFileError
+    from memrepro.site.matrix import read_matrix
+
+    (tmp_path / "reproduction_matrix.csv").write_text(MATRIX, encoding="utf-8")
+    table, second = read_matrix(tmp_path)
+    cells = table.cells
+    assert cells[("encoder A / Method one", "R@5 Basic")].findings == () and not second.findings
+    assert cells[("encoder A / Method one", "R@10 Overall")].tags == "[S]"
+    kept = cells[("encoder B / Method one", "R@10 Basic")]  # a committed cell keeps its findings (‡ stripped)
+    assert kept.tags == "[S]" and kept.findings[0].message.startswith("encoder X stands in for encoder A")
+    assert [(n.tag, n.code, n.cells) for n in table.finding_notes()] == [("N", "subset", 2),
+                                                                         ("S", "substituted-model", 2)]
+    # a matrix written before the column existed has no findings; a damaged column names the file
+    (tmp_path / "reproduction_matrix.csv").write_text(
+        "\n".join(line.rsplit(",", 1)[0] if line.startswith(("table", "second")) else line
+                  for line in MATRIX.splitlines() if not line.startswith("fixture")), encoding="utf-8")
+    assert read_matrix(tmp_path)[0].findings == []
+    (tmp_path / "reproduction_matrix.csv").write_text(MATRIX.replace(",[]\n", ",[{oops\n", 1), encoding="utf-8")
+    with pytest.raises(DamagedFileError, match="reproduction_matrix.csv: the findings of fixture_table / encoder A "
+                                               "/ Method one / R@5 Basic .*rerun `python -m memrepro tables`"):
+        read_matrix(tmp_path)
+
+
 # ------------------------------------------------------------------------------------------------ the site
 
 @pytest.fixture(scope="module")
@@ -173,6 +199,186 @@ def test_comparison_page_has_the_paired_test_and_the_moves(site) -> None:
     page = _page(site.site / "compare" / "fixture_bm25_vs_dense.html")
     assert "95% CI" in page and "wins" in page and "Where the gold moved" in page
     assert 'data-texts="' in page
+
+
+# ------------------------------------------------------------------------------------------------ the protocol check
+
+def _box(page: str) -> str:
+    """The findings box of a page (its HTML)."""
+    return re.search(r'<section class="findings[^"]*" id="findings">(.*?)</section>', page, re.S).group(1)
+
+
+def _said(text: str) -> str:
+    """``text`` as the pages write it (Jinja's escaping)."""
+    from markupsafe import escape
+
+    return str(escape(text))
+
+
+def test_findings_link_to_their_section_of_the_checks_page_in_the_docs_site() -> None:
+    from memrepro.checks import CODES
+    from memrepro.site.findings import checks_doc
+
+    assert checks_doc("../index.html") == "../checks.html" and checks_doc(None) is None
+    # each code is a heading of docs/checks.md: the anchor the report links to (mkdocs ids headings by their text)
+    headings = re.findall(r"^### (\S+)$", (Path(__file__).resolve().parents[1] / "docs" / "checks.md").read_text(
+        encoding="utf-8"), re.M)
+    assert set(CODES) <= set(headings)
+
+
+def test_run_pages_show_the_findings_each_run_recorded_above_its_metrics(site) -> None:
+    from memrepro.checks import load_run
+
+    for folder in (site.dense, site.bm25, site.sweep[1], site.kept_copy):
+        page = _page(site.site / "runs" / f"{folder.name}.html")
+        box = _box(page)
+        recorded = load_run(folder).record.findings
+        # the fixture's two conversations: another file than the paper's, fewer queries, pools of 6-12 memories
+        assert {"data-variant", "subset", "cutoff-at-pool"} <= {f["code"] for f in recorded}
+        assert box.count("<li data-code=") == len(recorded) and "Recorded by the run" in box
+        for finding in recorded:
+            assert f'data-code="{finding["code"]}"' in box and _said(finding["message"]) in box
+            assert _said(finding["fix"]) in box
+        assert page.index('id="findings"') < page.index('class="list metrics"')
+        # the metric columns a finding names carry its tag
+        assert re.search(r'>recall_list@10 <span class="tag"[^>]*>\[P[,\w]*\]</span>', page)
+    runs = _page(site.site / "runs.html")
+    assert f'href="runs/{site.dense.name}.html#findings"' in runs
+
+
+def test_an_older_run_is_checked_with_the_pools_of_the_data_it_read() -> None:
+    from conftest import run_record
+
+    from memrepro.checks import RunView
+    from memrepro.runs.record import RunRecord
+    from memrepro.site.findings import Pools, run_findings
+
+    def older(findings=None) -> RunView:  # rows that do not record their candidate pool, as runs before the check
+        document = run_record(metric_names=["recall_list@10"], primary=["recall_list@10"], findings=findings,
+                              provenance={"data_sha256": "d" * 64})
+        rows = [{"split": "seed7", "query_id": f"conv-26::qa{i}", "episode_id": "conv-26", "category": "1",
+                 "excluded": None, "n_returned": 8, "metrics": {"recall_list@10": 1.0}} for i in range(3)]
+        return RunView({"retriever": {}}, RunRecord.from_json(document), rows)
+
+    checked = run_findings(older(), lambda: Pools("d" * 64, {"conv-26": 8}))
+    assert "cutoff-at-pool" in {f.code for f in checked.findings} and "without candidate pools" not in checked.source
+    # pools of other data are not this run's: the pool findings are not checked, and the page says so
+    checked = run_findings(older(), lambda: Pools("e" * 64, {"conv-26": 8}))
+    assert "cutoff-at-pool" not in {f.code for f in checked.findings}
+    assert "without candidate pools" in checked.source
+    recorded = run_findings(older([]), lambda: pytest.fail("a run that recorded its findings needs no pools"))
+    assert recorded.findings == [] and recorded.source.startswith("Recorded by the run")
+
+
+def test_comparison_page_says_the_findings_and_the_mdd_compare_prints(site) -> None:
+    from memrepro.checks import load_run as check_load
+    from memrepro.compare import compare, load_run
+    from memrepro.tables.naming import labels
+
+    page = _page(site.site / "compare" / "fixture_bm25_vs_dense.html")
+    box = _box(page)
+    runs = [load_run(site.dense), load_run(site.bm25)]
+    for folder, name in zip((site.dense, site.bm25), labels(runs)):
+        for finding in check_load(folder).record.findings:
+            assert f"<b>{_said(name)}</b>: {_said(finding['message'])}" in box
+    assert page.index('id="findings"') < page.index("<h2>Per query")
+    rows = re.findall(r"<tr(?: class=\"overall\")?><td>(.*?)</tr>", page.split('class="list comparison"')[1], re.S)
+    frame = compare(runs, resamples=500, by="category")
+    for line in frame.to_dict("records"):
+        group = "all" if line["queries"] == "all" else line["queries"].split(" ", 1)[1]
+        row = next(r for r in rows if r.startswith(line["metric"]) and f"<td>{group}</td>" in r)
+        assert f'<td class="num">{line["MDD"]}</td><td class="verdict">{line["verdict"]}</td>' in row, (line, row)
+    # on the fixture every list holds the whole pool: recall@10 is 1 for both, not distinguishable
+    assert any("not distinguishable at n = 20" in r and r.startswith("recall_list@10") for r in rows)
+    index = _page(site.site / "index.html")
+    assert re.search(r'href="compare/fixture_bm25_vs_dense.html#findings">\[P,D,N\]</a>', index)
+
+
+def test_reproduction_cells_show_their_tags_and_the_summary_explains_them(site) -> None:
+    page = _page(site.site / "reproduction.html")
+    section = page.split('id="fixture_table"', 1)[1].split("</section>", 1)[0]
+    cells = section.split("</table>", 1)[0]
+    assert cells.count('<span class="tag">[S]</span>') == 2 and cells.count('<span class="tag">[N]</span>') == 2
+    # the sentence on hover and under the table, once per distinct finding
+    assert "&#10;[S] substituted-model: encoder X stands in for encoder A, the encoder of this paper cell" in section
+    notes = section.split('class="notes findings-notes"', 1)[1]
+    assert notes.count("<li ") == 2 and "(2 cells): encoder X stands in for encoder A" in notes
+    index = _page(site.site / "index.html")
+    legend = index.split('id="tags"', 1)[1].split("</table>", 1)[0]
+    assert re.findall(r'<tr data-code="([a-z-]+)"><td class="tag">\[(\w)\]</td>', legend) == [
+        ("subset", "N"), ("substituted-model", "S")]
+    assert "a model stands in for the one the configuration or the paper names" in legend
+    assert "No run here is scored with corrected gold" in index  # and how to make a pair
+    assert "dataset.gold_labels=corrected" in index.split('id="gold-corrections"', 1)[1]
+
+
+@pytest.mark.integration
+def test_the_summary_shows_what_the_gold_corrections_change(tmp_path: Path, fixtures_dir: Path) -> None:
+    from report_site import FAST, corrected_gold, environment
+
+    from memrepro import runner
+    from memrepro.api import compose
+    from memrepro.datasets.gold_corrections import corrections_effect
+    from memrepro.site.build import Options, build
+    from memrepro.tables.runs import Run
+
+    results = tmp_path / "results"
+    with corrected_gold("conv-26::qa1", ("D1:3",)), environment(
+            MEMREPRO_DATA_DIR=str(fixtures_dir), MEMREPRO_CACHE_DIR=str(tmp_path / "cache"),
+            MEMREPRO_RESULTS_DIR=str(results)):
+        original = runner.run(compose("locomo", "fake", "bm25", FAST)).folder
+        corrected = runner.run(compose("locomo", "fake", "bm25", [*FAST, "dataset.gold_labels=corrected"])).folder
+        lonely = runner.run(compose("locomo", "fake", "dense", [*FAST, "dataset.gold_labels=corrected"])).folder
+        built = build(Options(results, None, tmp_path / "site", workers=0, resamples=200), print)
+        effects = {m: corrections_effect(Run(original), Run(corrected), m) for m in Run(original).record.primary}
+    section = _page(built.index).split('id="gold-corrections"', 1)[1].split('id="runs"', 1)[0]
+    assert section.count("<tbody>") == 1  # one system has both runs; the corrected dense run has no twin
+    assert f"runs/{original.name}.html" in section and f"runs/{corrected.name}.html" in section
+    assert lonely.name not in section
+    assert "memrepro/datasets/corrections/locomo.yaml, version 1: 1 questions" in section
+    changed = 0
+    for metric, effect in effects.items():
+        row = re.search(rf"<td>{re.escape(metric)}</td>(.*?)</tr>", section, re.S).group(1)
+        cells = re.findall(r'<td class="num">([^<]*)</td>', row)
+        assert cells == [str(effect.questions), f"{effect.before:.4f}", f"{effect.after:.4f}",
+                         f"{effect.overall_before:.4f}", f"{effect.overall_after:.4f}",
+                         f"{effect.overall_delta:+.4f}"], (metric, cells)
+        changed += effect.before != effect.after
+    assert effects and all(e.questions > 0 for e in effects.values()) and changed  # D1:3 is not where qa1's answer is
+    # the corrected run's page says it is scored with other gold than the paper's
+    assert "corrected gold labels" in _box(_page(tmp_path / "site" / "runs" / f"{corrected.name}.html"))
+
+
+@pytest.mark.integration
+def test_the_kept_cascade_against_v1_says_r10_and_hit10_cannot_differ(tmp_path: Path) -> None:
+    """The cascade reorders only v1's top 10: its comparison page says R@10 and Hit@10 are v1's by construction,
+    beside the numbers, with the MDD and "not distinguishable" where compare says it."""
+    from memrepro.site.build import Options, build_comparison
+
+    kept = Path(__file__).resolve().parents[1] / "results" / "kept" / "locomo"
+    [cascade] = (kept / "cascade" / "all-mpnet-base-v2").iterdir()
+    config = yaml_of(cascade)
+    [v1] = [f for f in (kept / "convmemory_v1" / "all-mpnet-base-v2").iterdir()  # its first stage, on all 5 seeds
+            if yaml_of(f)["retriever"] == config["retriever"]["first_stage"] and yaml_of(f)["dataset"] == config[
+                "dataset"]]
+    page = build_comparison(Options(tmp_path / "results", None, tmp_path / "site", resamples=200), [v1, cascade],
+                            print).read_text(encoding="utf-8")
+    box = _box(page)
+    assert "fixed-by-first-stage" in box and "recall_list@10, hit@10" in box
+    assert "cannot differ from its first stage&#39;s (convmemory_v1)" in box
+    rows = re.findall(r"<tr(?: class=\"overall\")?><td>(.*?)</tr>", page, re.S)
+    overall = {r.split(" ", 1)[0].split("<", 1)[0]: r for r in rows if "<td>all</td>" in r}
+    for metric in ("recall_list@10", "hit@10"):
+        assert re.match(rf'{metric} <span class="tag"[^>]*>\[F\]</span>', overall[metric])
+    assert "not distinguishable at n = 4,955" in overall["recall_list@10"]
+    assert overall["mrr"].startswith("mrr</td>")  # the order inside the top 10: the reranker's own metric, no tag
+    assert "substituted-model" in box  # a finding on every number is said once, in the box
+
+
+def yaml_of(folder: Path) -> dict:
+    import yaml
+
+    return yaml.safe_load((folder / "config.yaml").read_text(encoding="utf-8"))
 
 
 def test_a_folder_that_is_not_a_report_is_never_replaced(tmp_path: Path) -> None:

@@ -107,6 +107,22 @@ def test_a_link_from_the_reproduction_summary_reaches_its_table(site: Path, brow
     assert cells == 8
 
 
+def test_a_runs_check_tag_reaches_its_findings_shown_above_the_metrics(site: Path, browser) -> None:
+    _open(browser, site / "runs.html")
+    link = browser.find_element("css selector", "td.tag a[href$='#findings']")
+    tag = link.text
+    assert tag.startswith("[") and tag.endswith("]")
+    link.click()
+    _wait(lambda: browser.current_url.endswith("#findings"))
+    box = browser.execute_script(
+        "const box = document.getElementById('findings'), r = box.getBoundingClientRect();"
+        "return {top: r.top, height: r.height, visible: r.top >= 0 && r.top < window.innerHeight,"
+        "        tags: [...box.querySelectorAll('li .tag')].map(t => t.textContent.slice(1, -1)),"
+        "        above: box.compareDocumentPosition(document.querySelector('table.metrics')) & 4}")
+    assert box["visible"] and box["height"] > 40 and box["above"]
+    assert set(box["tags"]) == set(tag.strip("[]").split(","))  # the list's tags are the box's findings
+
+
 def test_a_page_with_a_script_error_is_caught(tmp_path: Path, browser) -> None:
     """The console check above can fail: a page whose script throws reports a SEVERE message."""
     page = tmp_path / "broken.html"

@@ -264,6 +264,16 @@ def test_tables_command_renders_every_table_and_the_matrix(tmp_path: Path) -> No
     assert reason in set(matrix.verdict) and f"| {reason}" not in shown
     number = next(line.split("]")[0] + "]" for line in shown.splitlines() if line.endswith(reason))
     assert f"| not comparable {number.removeprefix('- ')} " in shown
+    # each number of ours carries its protocol-check findings (JSON in the CSV only), the tags its table shows
+    from memrepro.checks import loads, tags
+
+    ours = matrix[matrix.ours != ""]
+    assert (ours.findings != "").all() and (matrix[matrix.ours == ""].findings == "").all()
+    table2 = pd.read_csv(out / "rfmem_table2.csv", dtype=str).fillna("")
+    marked = {tag for cell in table2.to_numpy().ravel() for tag in re.findall(r" \[([A-Z,]+)\]$", str(cell))}
+    found = {tags(loads(cell)).strip(" []") for cell in ours[ours.table == "rfmem_table2"].findings} - {""}
+    assert marked and found == marked, (found, marked)
+    assert "findings" not in shown and '""code""' not in shown
 
     # the report: the verdict summary first, then the paper tables, then the matrix one table at a time
     report = tmp_path / "reproduction.md"

@@ -8,6 +8,7 @@ paper's number, |Δ| and a verdict (or the reason there is none), with a summary
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,7 +28,7 @@ from memrepro.tables.engines import agreement_table
 from memrepro.tables.render import write_table
 from memrepro.tables import committed
 from memrepro.tables.report import render_report, write_headline
-from memrepro.tables.reproduction import RULE, Cell, footnoted, summary_of_verdicts
+from memrepro.tables.reproduction import FINDINGS, RULE, Cell, footnoted, summary_of_verdicts
 from memrepro.tables.rfmem_figures import render_figures, write_index
 from memrepro.tables.runs import complete_runs
 
@@ -108,9 +109,11 @@ def rfmem_tables(runs: list, resamples: int, declared_list: tuple,
     return pending, cells
 
 
-def render_matrix(cells: list[Cell], out: Path) -> dict[str, str]:
-    """Every paper cell; a cell whose run is absent keeps its committed row (marked). Returns each table's verdict
-    summary, counted over the cells the matrix shows."""
+def render_matrix(cells: list[Cell], out: Path, ignore: tuple = ()) -> dict[str, str]:
+    """Every paper cell with its protocol-check findings (the CSV's ``findings`` column, less the ``ignore``d
+    codes); a cell whose run is absent keeps its committed row (marked). Returns each table's verdict summary,
+    counted over the cells the matrix shows."""
+    cells = [dataclasses.replace(c, findings=tuple(without(c.findings, ignore))) for c in cells]
     merged = committed.merge(pd.DataFrame([c.as_row() for c in cells]),
                              committed.read_committed(out / "reproduction_matrix.csv"))
     by_table: dict[str, list[str]] = {}
@@ -122,7 +125,7 @@ def render_matrix(cells: list[Cell], out: Path) -> dict[str, str]:
                  "cells give the reason instead, numbered below (in full in the CSV).")
     notes.append("Rows of the RF-Mem tables: block / method, with the paper's abbreviations Famili. (Familiarity) "
                  "and Recol. (Recollection).")
-    shown, reasons = footnoted(merged.frame)
+    shown, reasons = footnoted(merged.frame.drop(columns=[FINDINGS]))
     _say(write_table(shown, out, "reproduction_matrix", "Reproduction matrix (every paper cell)",
                      notes=notes + reasons + ([committed.note(merged.kept)] if merged.kept else []),
                      csv=merged.frame), "reproduction matrix")
@@ -188,7 +191,7 @@ def main(argv: list[str] | None = None) -> int:
     if not frame.empty:
         pending.append(Pending("engine_agreement", "Recollection engines: faithful vs compiled (same settings)",
                                frame, list(summary)))
-    summaries = render_matrix(cells, out)
+    summaries = render_matrix(cells, out, ignore)
     for table in pending:
         table.write(out, summaries)
     from memrepro.tables.leaderboard import render_leaderboard

@@ -49,6 +49,12 @@ class Power:
         return "" if self.detects(delta) else f"not distinguishable at n = {self.n:,}"
 
 
+def distinguishable(significant: bool, delta: float, power: Power) -> str:
+    """What a comparison says beside its Δ: ``""`` where the paired test finds a difference or Δ reaches the MDD,
+    else ``not distinguishable at n = …`` (``compare``'s verdict column, the report's comparison pages)."""
+    return "" if significant else power.verdict(delta)
+
+
 def minimum_detectable_difference(a: Mapping[str, float], b: Mapping[str, float], alpha: float = SIGNIFICANCE_LEVEL,
                                   power: float = POWER) -> Power:
     """The MDD of comparing ``a`` with ``b``, paired over the same unit ids (misaligned inputs are refused)."""

@@ -1,7 +1,8 @@
 """Write the report site: one folder of HTML pages, per-run data files and the assets they load, all linked
 relatively so the folder works opened from disk (``file://``), served, or copied into the docs site.
 
-Layout (``<out>/``): ``index.html`` (reproduction summary, comparisons, sweeps, run counts), ``reproduction.html``
+Layout (``<out>/``): ``index.html`` (reproduction summary with the legend of the protocol check's tags,
+comparisons, sweeps, what the gold corrections change, run counts), ``reproduction.html``
 (every paper table), ``runs.html`` (every run), ``runs/<run id>.html``, ``compare/<name>.html``,
 ``sweeps/<name>.html``, ``data/`` (explorer rows in chunks of :data:`CHUNK` and one text table per benchmark
 configuration, each a script that adds itself to ``window.MR``: a page loads them with ``<script>`` tags when its
@@ -29,9 +30,13 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
+from memrepro.checks import Finding, tags
 from memrepro.errors import EXIT_BAD_INPUT, DamagedFileError, MemreproError, one_line
 from memrepro.runs.kept import QUERIES_XZ
 from memrepro.site import comparisons as cmp
+from memrepro.site import corrections
+from memrepro.site.findings import (Checked, Pools, checks_doc, kinds_present, metric_tags, named, read_pools,
+                                     run_findings)
 from memrepro.site.matrix import read_matrix
 from memrepro.site.misses import Buckets, best_gold_rank, breakdown, depth
 from memrepro.site.recipe import all_presets, closest, recipe, use_presets
@@ -83,6 +88,11 @@ class RunInfo:
     n: int
     primary: list[tuple[str, str]]
     ms_per_query: str
+    findings: list[Finding] = field(default_factory=list)  # the protocol check's
+
+    @property
+    def tags(self) -> str:
+        return tags(self.findings).strip()
 
 
 @dataclass
@@ -104,6 +114,8 @@ class Site:
     pages: int = 0
     texts: dict[str, TextTable] = field(default_factory=dict)
     text_suffix: str = ""  # a --compare build names its text tables apart from the full site's
+    pools: dict[str, Pools | None] | None = None  # candidate pools by text table (read when first needed)
+    read_pools: Callable[[], dict[str, Pools | None]] | None = None
 
     def env(self):
         return _environment()  # built once per process: compiling the templates costs ~30 ms a page
@@ -111,8 +123,10 @@ class Site:
     def page(self, relative: str, template: str, **context: Any) -> Path:
         depth = relative.count("/")
         root = "../" * depth
+        doc = checks_doc(self.up_link)
         html = self.env().get_template(template).render(
-            root=root, up_link=(root + self.up_link) if self.up_link else None, n_runs=self.n_runs, **context)
+            root=root, up_link=(root + self.up_link) if self.up_link else None, n_runs=self.n_runs,
+            checks_doc=(root + doc) if doc else None, **context)
         self.pages += 1
         return self.write(relative, html)
 
@@ -128,6 +142,12 @@ class Site:
         if key not in self.texts:
             self.texts[key] = TextTable(key, dict(dataset), run.record.provenance.data_sha256)
         return self.texts[key]
+
+    def pools_of(self, run: Run) -> Pools | None:
+        """The candidate pools of the benchmark ``run`` read (its text table's configuration), None where unknown."""
+        if self.pools is None:
+            self.pools = self.read_pools() if self.read_pools else {}
+        return self.pools.get(table_key(run.config.get("dataset") or {}))
 
     def text_file(self, table: TextTable) -> str:
         return f"data/texts-{table.key}{self.text_suffix}.js"
@@ -160,6 +180,7 @@ def _environment():
     env.filters["json"] = _js
     env.filters["short"] = shorten
     env.globals["mean"] = mean_text
+    env.globals["kinds_present"] = kinds_present
     return env
 
 
@@ -203,9 +224,11 @@ def build(options: Options, say: Callable[[str], None]) -> Built:
 
         runs = report_runs(Path(options.results_dir), options.kept_dir and Path(options.kept_dir), skip)
         with Background(options.workers) as background:
-            # the workers compose the presets, read the texts and compute each declared comparison meanwhile
-            presets_job = background.submit(all_presets) if background.pool else None  # else composed as needed
+            # the workers read the candidate pools (the check of runs that do not record them: the first run read
+            # may need them), compose the presets, read the texts and compute each declared comparison meanwhile
             datasets = {table_key(r.config.get("dataset") or {}): r.config.get("dataset") or {} for r in runs}
+            site.read_pools = background.submit(read_pools, datasets).result
+            presets_job = background.submit(all_presets) if background.pool else None  # else composed as needed
             texts_job = background.submit(read_all, datasets) if background.pool else None  # else read at the end
             folders = [(str(r.folder), isinstance(r, KeptRun)) for r in runs]
             compare_jobs = [background.submit(cmp.declared_results, folders, options.resamples, options.comparisons,
@@ -237,12 +260,15 @@ def build(options: Options, say: Callable[[str], None]) -> Built:
                                                         by_key[base], by_key[other], infos, pairing,
                                                         options.resamples))
         site.write_texts(texts)  # last: every page has registered the memories it shows
+        corrected = corrections.effects(corrections.twins(runs), skip)
         tables = read_matrix(Path(options.results_dir) / "tables")
         site.page("reproduction.html", "reproduction.html", title="Reproduction", tables=tables or [],
                   kinds=KINDS, charts=False)
         site.page("runs.html", "runs.html", title="Runs", groups=_run_groups(infos.values()), charts=False)
         site.page("index.html", "index.html", title="Summary", tables=tables, kinds=KINDS,
+                  tags=kinds_present(f for table in tables or [] for f in table.findings),
                   comparisons=comparison_links, sweeps=sweep_links, datasets=_dataset_counts(infos.values()),
+                  corrections=corrections.grouped(corrected), infos=infos, how_to_pair=corrections.HOW_TO_PAIR,
                   skipped=skipped, how_to_run=HOW_TO_RUN, charts=False)
         site.assets()
         (tmp / MARKER).write_text("written by python -m memrepro report; the folder is replaced by the next one\n",
@@ -365,11 +391,12 @@ class Prepared:
     key: str
     misses: Any
     explorer: dict[str, Any]
+    checked: Checked
 
 
 def prepare_runs(site: Site, runs: Sequence[Run], skip: Callable[[str], None]) -> list[Prepared]:
     """Read every run's rows (a kept copy's are verified here, before anything shows the run: one that fails is
-    named and left out), write its explorer data and count its misses."""
+    named and left out), write its explorer data, count its misses and check it (docs/checks.md)."""
     out = []
     for run in sorted(runs, key=lambda r: (r.dataset, r.retriever_name, r.encoder_label, r.folder.name)):
         try:
@@ -382,7 +409,8 @@ def prepare_runs(site: Site, runs: Sequence[Run], skip: Callable[[str], None]) -
         buckets = Buckets(depth(rows))
         metric = next((m for m in record.primary if m in record.metric_names), None)
         out.append(Prepared(run, run_key(run), breakdown(rows, categories, buckets),
-                            explorer_data(site, run, rows, categories, buckets, metric)))
+                            explorer_data(site, run, rows, categories, buckets, metric),
+                            run_findings(run, lambda: site.pools_of(run))))
         run.__dict__.pop("rows", None)  # 5-50 MB a run: read again only by --compare
     return out
 
@@ -396,9 +424,10 @@ def run_page(site: Site, prepared: Prepared, group: str, label: str) -> RunInfo:
                    run.retriever_name, run.encoder_label, "kept" if isinstance(run, KeptRun) else "results/runs",
                    ", ".join(record.summary.splits), record.summary.n,
                    [(m, mean_text(record.summary, m)) for m in primary],
-                   number(record.latency.batched_amortized_ms_per_query, 3))
+                   number(record.latency.batched_amortized_ms_per_query, 3), prepared.checked.findings)
     site.page(f"runs/{prepared.key}.html", "run.html", title=label, run=run, info=info, record=record,
-              recipes=recipes, metrics=metrics, primary=primary, misses=prepared.misses,
+              recipes=recipes, metrics=metrics, primary=primary, misses=prepared.misses, checked=prepared.checked,
+              metric_tags=metric_tags(prepared.checked.findings, metrics),
               bucket_colours=colours(prepared.misses.labels), explorer=prepared.explorer,
               miss_chart=_miss_chart(prepared.misses),
               config_text=(run.folder / "config.yaml").read_text(encoding="utf-8"), charts=True)
@@ -468,6 +497,10 @@ def _miss_chart(misses) -> dict[str, Any]:
 def comparison_page(site: Site, relative: str, title: str, base: Run, other: Run, infos: dict[str, RunInfo],
                     pairing: cmp.Pairing, resamples: int = cmp.RESAMPLES) -> dict[str, Any]:
     base_label, other_label = labels([base, other])
+    base_info, other_info = infos.get(run_key(base)), infos.get(run_key(other))
+    # each run's own findings (as its page shows them), then what differs between the two
+    findings = [*named(base_info.findings if base_info else [], base_label),
+                *named(other_info.findings if other_info else [], other_label), *pairing.findings]
     table = site.text_table(base)
     moves = {True: [_move_row(table, m) for m in pairing.improved],
              False: [_move_row(table, m) for m in pairing.worsened]}
@@ -475,14 +508,16 @@ def comparison_page(site: Site, relative: str, title: str, base: Run, other: Run
     # the charts' metric: the primary metric whose overall difference is clearest (the table lists every metric)
     shown = min(pairing.metrics, key=lambda m: (overall[m].test.p_value, -abs(overall[m].test.delta)))
     site.page(relative, "compare.html", title=title, base=base, other=other, base_label=base_label,
-              other_label=other_label, base_info=infos.get(run_key(base)), other_info=infos.get(run_key(other)),
-              pairing=pairing, shown=shown, moves=moves, summary=pairing.moved, transitions=pairing.transitions,
-              bucket_labels=pairing.bucket_labels, forest=_forest_chart(pairing),
+              other_label=other_label, base_info=base_info, other_info=other_info, findings=findings,
+              metric_tags=metric_tags(findings, pairing.metrics), pairing=pairing, shown=shown, moves=moves,
+              summary=pairing.moved, transitions=pairing.transitions, bucket_labels=pairing.bucket_labels,
+              forest=_forest_chart(pairing),
               wlt=_wlt_chart([g for g in pairing.groups if g.metric == shown], shown), texts=site.text_file(table),
               text_key=table.key, resamples=resamples, charts=True)
     first = overall[pairing.metrics[0]]
     return {"href": relative, "title": title, "base": base_label, "other": other_label, "dataset": base.dataset,
-            "n": first.n, "delta": first.test.delta, "metric": first.metric, "significant": first.test.significant}
+            "n": first.n, "delta": first.test.delta, "metric": first.metric, "significant": first.test.significant,
+            "mdd": first.power.mdd, "verdict": first.verdict, "tags": tags(findings).strip()}
 
 
 def _move_row(table: TextTable, move: dict[str, Any]) -> dict[str, Any]:
@@ -674,6 +709,8 @@ def build_comparison(options: Options, folders: Sequence[Path], say: Callable[[s
         check_comparable(base, other, list(base.record.primary or base.record.metric_names))
     digest = hashlib.sha256(" ".join(run_key(r) for r in runs).encode()).hexdigest()[:8]
     site = Site(out, options.up_link, n_runs=len(runs), text_suffix=f"-{digest}")
+    site.read_pools = lambda: read_pools({table_key(r.config.get("dataset") or {}): r.config.get("dataset") or {}
+                                          for r in runs})
     out.mkdir(parents=True, exist_ok=True)
     pairings = [cmp.pair(base, other, resamples=options.resamples) for other in runs[1:]]
     prepared = prepare_runs(site, runs, lambda line: say(f"memrepro: warning: {line}"))

@@ -1,11 +1,12 @@
-"""Two runs side by side, query by query: wins, losses and ties, the paired bootstrap CI, and the queries whose gold
-rank moved most.
+"""Two runs side by side, query by query: wins, losses and ties, the paired bootstrap CI, the minimum detectable
+difference, what differs between the runs (the protocol check) and the queries whose gold rank moved most.
 
 Runs are paired as ``python -m memrepro compare`` pairs them (:func:`memrepro.compare.check_comparable`: the same
 benchmark, data and scored units, else one line naming the difference) and tested with the same seeded paired
-bootstrap (:func:`memrepro.evaluation.significance.paired_bootstrap`, 10,000 resamples, seed 13), so the numbers
-equal ``compare``'s. The declared paper comparisons (``conf/comparisons.yaml``) name two conditions of the
-experiment list; each side is its condition's run.
+bootstrap (:func:`memrepro.evaluation.significance.paired_bootstrap`, 10,000 resamples, seed 13) and the same
+minimum detectable difference (:mod:`memrepro.evaluation.power`), so the numbers equal ``compare``'s. The declared
+paper comparisons (``conf/comparisons.yaml``) name two conditions of the experiment list; each side is its
+condition's run.
 """
 
 from __future__ import annotations
@@ -18,11 +19,14 @@ from typing import Any, Sequence
 
 import yaml
 
+from memrepro.checks import Finding, check_between
 from memrepro.compare import check_comparable
 from memrepro.errors import MemreproError, one_line
+from memrepro.evaluation.power import Power, distinguishable, minimum_detectable_difference
 from memrepro.evaluation.significance import PairedResult, paired_bootstrap
 from memrepro.paths import CONFIG_DIR
 from memrepro.site.misses import Buckets, best_gold_rank, depth
+from memrepro.tables.naming import labels
 from memrepro.tables.runs import Run, preferred
 
 DECLARED = CONFIG_DIR / "comparisons.yaml"
@@ -92,10 +96,16 @@ class Group:
     n: int
     baseline: float
     other: float
-    test: PairedResult | None  # None: not tested (see Pairing.tested)
+    test: PairedResult
     wins: int
     losses: int
     ties: int
+    power: Power  # the minimum detectable difference of this comparison
+
+    @property
+    def verdict(self) -> str:
+        """``not distinguishable at n = …`` where the test finds no difference and |Δ| is below the MDD."""
+        return distinguishable(self.test.significant, self.test.delta, self.power)
 
 
 @dataclass
@@ -106,6 +116,7 @@ class Pairing:
     other: str
     metrics: list[str]
     groups: list[Group] = field(default_factory=list)
+    findings: list[Finding] = field(default_factory=list)  # what differs between the runs (checks.check_between)
     bucket_labels: list[str] = field(default_factory=list)
     transitions: dict[tuple[str, str], int] = field(default_factory=dict)  # (base bucket, other bucket) -> units
     moved: dict[str, int] = field(default_factory=dict)  # improved / worsened / unchanged best gold rank
@@ -140,7 +151,9 @@ def pair(base: Run, other: Run, metrics: Sequence[str] | None = None, by_categor
             differences = Counter((b[u] > a[u]) - (b[u] < a[u]) for u in members)
             out.groups.append(Group(metric, group, len(members), sum(a.values()) / len(a), sum(b.values()) / len(b),
                                     paired_bootstrap(b, a, resamples=resamples, seed=seed),
-                                    differences[1], differences[-1], differences[0]))
+                                    differences[1], differences[-1], differences[0],
+                                    minimum_detectable_difference(b, a)))
+    out.findings = check_between([base, other], labels([base, other]), metrics[0])
     buckets = Buckets(max(depth(base.rows), depth(other.rows)))
     out.bucket_labels = buckets.labels
     beyond = buckets.deepest + 1  # "not retrieved" counts as just past every returned rank

@@ -1,6 +1,8 @@
 """The reproduction matrix (``results/tables/reproduction_matrix.csv``, written by ``python -m memrepro tables``) laid
 out as the papers' tables: rows x columns, ours beside the paper's number in each cell, the verdict as the cell's
-colour and the reason (where our setting differs from the paper's) as a numbered footnote and on hover.
+colour and the reason (where our setting differs from the paper's) as a numbered footnote and on hover; the tags of
+the protocol check's findings on our number (the matrix's ``findings`` column) beside it, each finding's sentence
+under the table and on hover.
 
 Row labels of the form ``group / label`` (``all-mpnet-base-v2 / RF-Mem``) become row groups, and column names that
 share a leading word (``R@5 Basic Info`` … ``R@10 Overall``) column groups, as the papers print them.
@@ -13,9 +15,12 @@ from pathlib import Path
 
 import pandas as pd
 
+from memrepro.checks import Finding, loads, tags
+from memrepro.errors import DamagedFileError
+from memrepro.site.findings import Note, notes
 from memrepro.tables.committed import MARK, unmarked
 from memrepro.tables.naming import shorten
-from memrepro.tables.reproduction import KINDS, verdict_counts, verdict_kind
+from memrepro.tables.reproduction import FINDINGS, KINDS, verdict_counts, verdict_kind
 
 MATRIX = "reproduction_matrix"
 ROW_GROUP = " / "
@@ -30,6 +35,12 @@ class Cell:
     kind: str  # one of memrepro.tables.reproduction.KINDS
     committed: bool  # a committed value whose run is not on this machine (marked in the tables)
     note: int | None  # footnote number of the reason
+    findings: tuple[Finding, ...] = ()  # the protocol check's, on our number
+
+    @property
+    def tags(self) -> str:
+        """``[F,S]`` (no leading space), or ``""``."""
+        return tags(self.findings).strip()
 
 
 @dataclass(frozen=True)
@@ -55,6 +66,14 @@ class PaperTable:
     @property
     def committed(self) -> int:
         return sum(cell.committed for cell in self.cells.values())
+
+    @property
+    def findings(self) -> list[Finding]:
+        return [f for cell in self.cells.values() for f in cell.findings]
+
+    def finding_notes(self) -> list[Note]:
+        """The distinct findings of the table's cells, each with how many cells carry it."""
+        return notes(self.findings)
 
     def column_groups(self) -> list[tuple[str, int]]:
         """(group, span) runs of the columns, for a two-row header ('' groups: none)."""
@@ -85,7 +104,8 @@ def read_matrix(tables_dir: Path) -> list[PaperTable] | None:
     missing = {"table", "row", "column", "ours", "paper", "|Δ|", "verdict"} - set(frame.columns)
     if missing:
         raise ValueError(f"{path}: columns {sorted(missing)} missing; rerun `python -m memrepro tables`")
-    return [_table(name, part, _title(Path(tables_dir), name)) for name, part in frame.groupby("table", sort=False)]
+    return [_table(name, part, _title(Path(tables_dir), name), path)
+            for name, part in frame.groupby("table", sort=False)]
 
 
 def _title(tables_dir: Path, name: str) -> str:
@@ -98,7 +118,17 @@ def _title(tables_dir: Path, name: str) -> str:
     return name
 
 
-def _table(name: str, part: pd.DataFrame, title: str) -> PaperTable:
+def _findings(record: dict, path: Path) -> tuple[Finding, ...]:
+    """A cell's findings (a matrix written before the column existed has none); unreadable ones name the file."""
+    try:
+        return tuple(loads(unmarked(record.get(FINDINGS, ""))))
+    except (ValueError, TypeError, AttributeError, KeyError):
+        where = f"{record['table']} / {record['row']} / {record['column']}"
+        raise DamagedFileError(path, f"the findings of {where} are not the JSON list `tables` writes",
+                               "rerun `python -m memrepro tables`") from None
+
+
+def _table(name: str, part: pd.DataFrame, title: str, path: Path) -> PaperTable:
     row_names = list(dict.fromkeys(part["row"]))
     column_names = list(dict.fromkeys(part["column"]))
     grouped_rows = all(ROW_GROUP in r for r in row_names)
@@ -119,5 +149,5 @@ def _table(name: str, part: pd.DataFrame, title: str) -> PaperTable:
         committed = any(str(record[k]).endswith(MARK) for k in ("ours", "paper", "verdict"))
         table.cells[(record["row"], record["column"])] = Cell(
             unmarked(record["ours"]), unmarked(record["paper"]), unmarked(record["|Δ|"]), verdict, kind, committed,
-            note)
+            note, _findings(record, path))
     return table

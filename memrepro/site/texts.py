@@ -107,13 +107,16 @@ def load(dataset: Mapping[str, Any]) -> tuple[Any, str]:
     """(the benchmark, '') or (None, why not): the loader a run's dataset node names, on this machine's data."""
     from omegaconf import OmegaConf
 
+    from memrepro.datasets.gold_corrections import CORRECTED, apply_corrections
     from memrepro.stages import build
 
     node = {k: v for k, v in dataset.items() if k not in RUNNER_SWITCHES}
     root = os.environ.get(DATA_DIR_ENV) or node.get("data_dir")
     node["data_dir"] = root
     try:
-        return build(OmegaConf.create(node)), ""
+        benchmark = build(OmegaConf.create(node))
+        # corrected gold changes no text, but the data hash the runs recorded covers the corrections file
+        return (apply_corrections(benchmark) if dataset.get("gold_labels") == CORRECTED else benchmark), ""
     except (MemreproError, OSError, ValueError, KeyError) as exc:
         reason = f"the benchmark files could not be read from {root} ({one_line(exc)[:200]})"
         log.info("%s", reason)

@@ -383,10 +383,15 @@ def main_rows(selected: dict[str, Any]) -> list[tuple[str, Run | None, str | Non
 def _tagged(run: Run, metric: str, label: str, findings: list[Finding] | None, ignore: Sequence[str]) -> str:
     """The findings tag of a paper cell (``" [F,S]"``) showing ``run``'s ``metric``; the findings join ``findings``
     (the table's legend) under the row's ``label``."""
-    found = without(check_paper_cell(run, metric, encoder=PAPER_ENCODER, findings=_own_findings(run)), ignore)
+    found = without(_cell_findings(run, metric), ignore)
     if findings is not None:
         findings += [Finding(f.code, f.message, f.fix, f.metrics, label) for f in found]
     return tags(found)
+
+
+def _cell_findings(run: Run, metric: str) -> tuple[Finding, ...]:
+    """The findings of a paper cell showing ``run``'s ``metric`` (the paper's encoder is MPNet)."""
+    return tuple(check_paper_cell(run, metric, encoder=PAPER_ENCODER, findings=_own_findings(run)))
 
 
 @functools.lru_cache(maxsize=None)
@@ -570,10 +575,12 @@ def reproduction_cells(selected: dict[str, Any]) -> list[Cell]:
         for metric, column in COLUMNS.items():
             paper = reference_value(f"{reference}.{PAPER_KEYS[metric]}")
             ours = None if run is None else run.record.summary.split_mean.get(metric)
-            cells.append(Cell("convmemory_locomo", label, column, ours, paper, reason))
+            found = _cell_findings(run, metric) if run is not None else ()
+            cells.append(Cell("convmemory_locomo", label, column, ours, paper, reason, findings=found))
     for arm in ARMS:
         run = selected["ablation"].get(arm)
         ours = None if run is None else run.record.summary.split_mean.get("mrr")
         reason = "missing: not run" if run is None else ARM_REASON + _seed_note(run)  # e.g. "(seeds 7 only)"
-        cells.append(Cell("convmemory_ablation", arm, "FULL MRR", ours, reference_value(ARM_PAPER + arm), reason))
+        cells.append(Cell("convmemory_ablation", arm, "FULL MRR", ours, reference_value(ARM_PAPER + arm), reason,
+                          findings=_cell_findings(run, "mrr") if run is not None else ()))
     return cells

@@ -20,7 +20,7 @@ from memrepro.files import write_text_atomic
 from memrepro.tables.convmemory import COLUMNS, ROW_NAMES, SUBSET
 from memrepro.tables.committed import unmarked
 from memrepro.tables.render import markdown
-from memrepro.tables.reproduction import RULE, footnoted, verdict_counts
+from memrepro.tables.reproduction import FINDINGS, RULE, footnoted, verdict_counts
 
 HEADLINE_START, HEADLINE_END = "<!-- memrepro:headline:start -->", "<!-- memrepro:headline:end -->"
 MATRIX_ANCHOR = "matrix-"  # + table stem: the heading "Matrix: <stem>" of a table's matrix rows
@@ -79,7 +79,8 @@ def matrix_sections(matrix: pd.DataFrame) -> list[str]:
              "there is none, numbered and listed after the tables. `results/tables/reproduction_matrix.csv` holds the "
              "same cells with each tolerance and reason in full.", ""]
     for stem, rows in shown.groupby("table", sort=False):
-        parts += [f"### Matrix: {stem}", "", markdown(rows.drop(columns=["table", "tolerance"])), ""]
+        parts += [f"### Matrix: {stem}", "",
+                  markdown(rows.drop(columns=["table", "tolerance", FINDINGS], errors="ignore")), ""]
     if reasons:
         parts += ["### Reasons", "", *[f"- {reason}" for reason in reasons], ""]
     return parts

@@ -19,6 +19,7 @@ from typing import Iterable
 
 import pandas as pd
 
+from memrepro.checks import Finding, dumps
 from memrepro.tables.committed import unmarked
 
 TOLERANCE_OK = 1e-4
@@ -26,6 +27,7 @@ TOLERANCE_OKISH = 1e-2
 VERDICTS = ("OK", "OKish", "FAIL")
 KINDS = (*VERDICTS, "not comparable", "missing")  # how the cells of a table are counted
 RULE = (f"OK |Δ| ≤ {TOLERANCE_OK:g}, OKish |Δ| ≤ {TOLERANCE_OKISH:g}, FAIL otherwise; counts must be equal")
+FINDINGS = "findings"  # the matrix column of the findings (the CSV's only: the Markdown shows the verdicts)
 INLINE_REASON = 24  # characters: a reason this short stays in its row ("missing: not run")
 _FLOAT_SLACK = 1e-9  # 0.4242 - 0.42415 style float noise must not flip a verdict
 
@@ -41,6 +43,7 @@ class Cell:
     paper: float | None
     reason: str = ""
     exact: bool = False  # counts: equal or FAIL
+    findings: tuple[Finding, ...] = ()  # the protocol check's findings on our number (memrepro.checks)
 
     @property
     def delta(self) -> float | None:
@@ -74,7 +77,9 @@ class Cell:
                 "|Δ|": "" if delta is None else _fmt(abs(delta), self.exact),
                 "tolerance": ("" if self.verdict not in VERDICTS else
                               "exact" if self.exact else f"OK ≤ {TOLERANCE_OK:g}, OKish ≤ {TOLERANCE_OKISH:g}"),
-                "verdict": self.verdict}
+                "verdict": self.verdict,
+                # JSON; empty where there is no number of ours, so a kept committed cell keeps its findings too
+                FINDINGS: "" if self.ours is None else dumps(self.findings)}
 
 
 def _fmt(value: float, exact: bool) -> str:

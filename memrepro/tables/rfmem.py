@@ -122,6 +122,7 @@ def build(table: str, rows: Sequence[Row], columns: Sequence[Column], block_labe
             run = row.runs.get(col.group)
             value = None if run is None else col.ours(run)
             ours[col.label] = value
+            found: list[Finding] = []
             if run is not None and value is not None:
                 found = check_paper_cell(run, col.metric, encoder=row.paper_encoder or None,
                                          latency=col.kind == "time",
@@ -139,7 +140,7 @@ def build(table: str, rows: Sequence[Row], columns: Sequence[Column], block_labe
                 reason = row.reason
             if paper_value is not None or value is not None:
                 cells.append(Cell(table, f"{row.block} / {MATRIX_METHODS.get(row.method, row.method)}", col.label,
-                                  value, paper_value, reason, exact=col.kind == "count"))
+                                  value, paper_value, reason, exact=col.kind == "count", findings=tuple(found)))
         ours_values.append(ours)
         records.append({block_label: row.block, "method": row.method, "source": "ours",
                         **{c.label: _format(ours[c.label], c.kind) + row.marks.get(c.label, "")
