@@ -20,7 +20,7 @@ writing them (untouched for :data:`memrepro.runs.folder.STALE_AFTER_S`), one lin
 
 from __future__ import annotations
 
-import json
+import hashlib
 import logging
 import lzma
 import os
@@ -32,7 +32,7 @@ from typing import Callable
 
 from memrepro.errors import DamagedFileError, MemreproError, one_line
 from memrepro.runs.folder import (COMPLETE, TMP_TAG, RunWriter, is_complete, parse_queries_file, put_in_place,
-                              remove_leftovers, run_problem, trec_text)
+                                  read_manifest, remove_leftovers, run_problem, trec_text)
 
 log = logging.getLogger("memrepro")
 
@@ -94,8 +94,6 @@ class KeptRuns:
         problem = run_problem(folder)
         if problem:
             raise KeptRunError(f"{problem}; rerun its command, then keep it")
-        if not (folder / COMPLETE).read_text(encoding="utf-8").lstrip().startswith("{"):
-            raise KeptRunError(f"{folder} was written before run manifests; rerun it, then keep it")
         kept = self.copy_of(folder)
         tmp = kept.parent / f".{kept.name}{TMP_TAG}{uuid.uuid4().hex[:8]}"  # a name remove_leftovers knows
         tmp.mkdir(parents=True)
@@ -112,17 +110,16 @@ class KeptRuns:
         return kept
 
     def restore(self, folder: Path, announce: bool = True) -> bool:
-        """Rebuild ``folder`` from its kept copy when it is not complete and a copy exists; True when restored
-        (said in a line unless ``announce`` is off: the caller says it). A copy that does not verify raises
-        :class:`DamagedFileError` naming the kept file (nothing is written)."""
+        """Rebuild ``folder`` from its kept copy when a copy exists and ``folder`` is not a complete, verified run
+        (a damaged folder is replaced, a user's own files in it kept); True when restored (said in a line unless
+        ``announce`` is off: the caller says it). A copy that does not verify raises :class:`DamagedFileError`
+        naming the kept file (nothing is written)."""
         folder = Path(folder)
-        if is_complete(folder):
-            return False
         try:
             kept = self.copy_of(folder)
         except KeptRunError:
             return False
-        if not (kept / COMPLETE).is_file():
+        if not (kept / COMPLETE).is_file() or run_problem(folder) is None:
             return False
         restore(kept, folder)
         if announce:
@@ -157,10 +154,10 @@ def restore(kept: Path, folder: Path) -> Path:
     manifest equals the kept one (every file's size and sha256, the row count)."""
     marker = kept / COMPLETE
     try:
-        manifest = json.loads(marker.read_text(encoding="utf-8"))
-        expected = dict(manifest["files"])
-    except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError):
-        raise DamagedFileError(marker, "unreadable manifest", FIX) from None
+        manifest = read_manifest(kept)
+    except DamagedFileError as exc:
+        raise DamagedFileError(marker, exc.problem, FIX) from None
+    expected = manifest["files"]
     writer = RunWriter(folder)
     try:
         for name in VERBATIM:
@@ -192,6 +189,23 @@ def restore(kept: Path, folder: Path) -> Path:
     except BaseException:
         writer.abort()
         raise
+
+
+def read_kept_file(kept: Path, name: str) -> bytes:
+    """The bytes of ``name`` (``config.yaml`` or ``metrics.json``) in the kept copy ``kept``, checked against the
+    kept manifest's size and sha256; :class:`DamagedFileError` names the kept file otherwise."""
+    try:
+        expected = read_manifest(kept)["files"].get(name)
+    except DamagedFileError as exc:
+        raise DamagedFileError(exc.path, exc.problem, FIX) from None
+    path = kept / name
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise DamagedFileError(path, "missing from a kept run", FIX) from None
+    if expected is None or len(data) != expected["bytes"] or hashlib.sha256(data).hexdigest() != expected["sha256"]:
+        raise DamagedFileError(path, "differs from the kept manifest (damaged or edited)", FIX)
+    return data
 
 
 def _remove(path: Path) -> None:
