@@ -92,9 +92,17 @@ def _device_name_ok(value: Any) -> bool:
     return value in ("auto", "cpu", "cuda", "mps") or (value.startswith("cuda:") and value[5:].isdigit())
 
 
+def distinct_list(item: Rule, what: str, non_empty: bool = True) -> Rule:
+    """A list of distinct values, each allowed by ``item`` (``what`` names them): a value listed twice would count
+    its data twice (a split seed, a community), so it is refused, not silently doubled."""
+    return Rule(lambda v: isinstance(v, list) and (bool(v) or not non_empty) and all(map(item.ok, v))
+                and len(set(v)) == len(v), f"a {'non-empty ' if non_empty else ''}list of distinct {what}")
+
+
 DEVICE = Rule(_device_name_ok, DEVICES)
-NON_EMPTY_INTEGERS = Rule(lambda v: isinstance(v, list) and bool(v) and all(map(_integer, v)),
-                          "a non-empty list of integers")
+INTEGER = Rule(_integer, "an integer")
+NAME = Rule(lambda v: isinstance(v, str) and bool(v.strip()), "a name")
+NON_EMPTY_INTEGERS = distinct_list(INTEGER, "integers")
 
 
 def param(default: Any = dataclasses.MISSING, rule: Rule | None = None, *,
@@ -149,7 +157,7 @@ def declared_rules(schema: type) -> dict[str, Rule]:
     return out
 
 
-_TYPE_RULES = {bool: Rule(lambda v: isinstance(v, bool), "true or false"), int: Rule(_integer, "an integer"),
+_TYPE_RULES = {bool: Rule(lambda v: isinstance(v, bool), "true or false"), int: INTEGER,
                float: Rule(_number, "a number"), str: Rule(lambda v: isinstance(v, str), "a string")}
 
 
@@ -345,8 +353,8 @@ def validate_run_config(cfg: DictConfig) -> None:
     from memrepro.config import RunConfig
 
     check_closed_schema(cfg)
-    validate_metrics(cfg)
     _check_config(cfg, RunConfig)
+    validate_metrics(cfg)
     _validate_devices(cfg)
 
 
@@ -363,8 +371,8 @@ def validate_eval_config(cfg: DictConfig) -> None:
     from memrepro.config import EvalConfig
 
     check_closed_schema(cfg)
-    validate_metrics(cfg)
     _check_config(cfg, EvalConfig)
+    validate_metrics(cfg)
 
 
 def declared_names(schemas: Iterable[type], keep: Callable[[dataclasses.Field], bool]) -> tuple[str, ...]:

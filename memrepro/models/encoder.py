@@ -8,13 +8,16 @@ puts the on-disk cache in front of either and counts what it actually encoded.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import time
+from pathlib import Path
 from typing import Literal, Protocol, Sequence
 
 import numpy as np
 from tqdm.auto import tqdm
 
+from memrepro.errors import ConfigError
 from memrepro.models.cache import EmbeddingCache, text_sha256
 from memrepro.models.resolve import ResolvedModel, model_weights_identity, resolve_model
 
@@ -43,11 +46,29 @@ def unit_normalise(matrix: np.ndarray) -> np.ndarray:
     return np.divide(matrix, norms, out=np.zeros_like(matrix), where=norms > 0)
 
 
+def max_positions(folder: str) -> int | None:
+    """How many tokens the model in ``folder`` reads at most: its tokenizer's ``model_max_length``, else its
+    config's ``max_position_embeddings``; None when neither file says (or ``folder`` is not a local folder)."""
+    for name, key in (("tokenizer_config.json", "model_max_length"), ("config.json", "max_position_embeddings")):
+        try:
+            value = json.loads((Path(folder) / name).read_text(encoding="utf-8")).get(key)
+        except (OSError, ValueError, AttributeError):
+            continue
+        if isinstance(value, int) and 0 < value < 1_000_000:  # transformers writes 1e30 for "no limit known"
+            return value
+    return None
+
+
 class SentenceTransformerEncoder:
     def __init__(self, model: str, path: str | None = None, allow_substitute: bool = False,
                  max_seq_length: int | None = None, batch_size: int = 64, query_prefix: str = "",
                  document_prefix: str = "", device: str = "auto", show_progress: bool = True) -> None:
         self.resolved: ResolvedModel = resolve_model(model, path, allow_substitute)
+        limit = max_positions(self.resolved.path)
+        if max_seq_length is not None and limit is not None and max_seq_length > limit:
+            # longer inputs would index past the model's position embeddings: refused before anything is encoded
+            raise ConfigError("encoder.max_seq_length", max_seq_length,
+                              f"an integer in [1, {limit}] ({self.resolved.name} reads at most {limit} tokens)")
         self.device = resolve_device(device)
         self.batch_size = batch_size
         self.prefixes = {"query": query_prefix, "document": document_prefix}

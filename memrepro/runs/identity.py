@@ -38,7 +38,7 @@ EXTERNAL = "memrepro.retrievers.external.ExternalRetriever"
 
 def semantic_config(cfg: DictConfig | Mapping[str, Any]) -> dict[str, Any]:
     """The resolved config minus every setting that changes no ranking or metric."""
-    from memrepro.search import EXACT_BACKENDS
+    from memrepro.limits import EXACT_BACKENDS
 
     resolved = OmegaConf.to_container(cfg, resolve=True) if isinstance(cfg, DictConfig) else _copy(cfg)
     for key in RUN_SETTINGS:
