@@ -319,6 +319,8 @@ def check_closed_schema(node: Any, prefix: str = "") -> None:
     schema = OmegaConf.get_type(node)
     fields = {f.name for f in dataclasses.fields(schema)} if dataclasses.is_dataclass(schema) else None
     for key, value in node.items_ex(resolve=False):  # interpolations stay unresolved: each node is walked once
+        if not prefix and key == "hydra":  # Hydra's own node, in a job's config until the job starts
+            continue
         name = f"{prefix}.{key}" if prefix else str(key)
         if fields is not None and key not in fields:
             raise unknown_config_key(name, schema)
@@ -373,6 +375,17 @@ def validate_eval_config(cfg: DictConfig) -> None:
     check_closed_schema(cfg)
     _check_config(cfg, EvalConfig)
     validate_metrics(cfg)
+
+
+def validate_command_config(cfg: DictConfig) -> None:
+    """The check of a ``run``, ``train`` or ``eval`` config, told apart by its root schema (a sweep checks each
+    job's config with it before the first job runs); a config of another schema is not checked here."""
+    from memrepro.config import EvalConfig, RunConfig, TrainConfig
+
+    check = {RunConfig: validate_run_config, TrainConfig: validate_train_config,
+             EvalConfig: validate_eval_config}.get(OmegaConf.get_type(cfg))
+    if check is not None:
+        check(cfg)
 
 
 def declared_names(schemas: Iterable[type], keep: Callable[[dataclasses.Field], bool]) -> tuple[str, ...]:
