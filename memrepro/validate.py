@@ -327,6 +327,23 @@ def check_closed_schema(node: Any, prefix: str = "") -> None:
         check_closed_schema(value, name)
 
 
+def check_targets(cfg: DictConfig) -> None:
+    """Every ``_target_`` (and an external retriever's ``target``) a config names is code Hydra's instantiation
+    policy lets a config build: a blocklisted one (``os.remove``, ``builtins.eval`` …) is refused here, naming its
+    key, before anything loads, instead of when the object is built."""
+    from memrepro.hydra_internals import target_refusal
+    from memrepro.runs.identity import code_targets
+
+    plain = OmegaConf.to_container(cfg, resolve=False)  # names are read as written: nothing is resolved
+    for name, node in plain.items():
+        if name == "hydra":  # Hydra's own plugins, never built from a user's config
+            continue
+        for key, target, _ in code_targets(node, str(name)):
+            why = None if "${" in target else target_refusal(target)
+            if why:
+                raise ConfigError(key, target, f"code Hydra may build from a config ({why})")
+
+
 def validate_metrics(cfg: DictConfig) -> None:
     """``metrics.names`` / ``metrics.extra``: names the metrics module can compute."""
     for key in ("metrics.names", "metrics.extra"):
@@ -355,6 +372,7 @@ def validate_run_config(cfg: DictConfig) -> None:
     from memrepro.config import RunConfig
 
     check_closed_schema(cfg)
+    check_targets(cfg)
     _check_config(cfg, RunConfig)
     validate_metrics(cfg)
     _validate_devices(cfg)
@@ -364,6 +382,7 @@ def validate_train_config(cfg: DictConfig) -> None:
     from memrepro.config import TrainConfig
 
     check_closed_schema(cfg)
+    check_targets(cfg)
     _check_config(cfg, TrainConfig)
     _validate_devices(cfg)
 
@@ -373,6 +392,7 @@ def validate_eval_config(cfg: DictConfig) -> None:
     from memrepro.config import EvalConfig
 
     check_closed_schema(cfg)
+    check_targets(cfg)
     _check_config(cfg, EvalConfig)
     validate_metrics(cfg)
 

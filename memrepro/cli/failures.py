@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import errno
 import os
+import re
 import signal
 import sys
 import traceback
@@ -102,6 +103,18 @@ class CompositionError(MemreproError):
 
 # Schemas share their group's folder in Hydra's ConfigStore (memrepro/config.py) but are not choices to offer.
 SCHEMA_SUFFIX = "_schema"
+
+
+def config_file_error(exc: Exception) -> MemreproError:
+    """A config file that is not plain YAML, named with its line: a ``!!python/...`` tag (a config holds values,
+    never Python objects, so the safe loader has no constructor for it) or a syntax error."""
+    mark = getattr(exc, "problem_mark", None)
+    where = f"{mark.name}, line {mark.line + 1}, column {mark.column + 1}" if mark is not None else "a config file"
+    problem = str(getattr(exc, "problem", None) or exc)
+    tag = re.search(r"tag:yaml\.org,2002:(python/\S+?)'", problem)
+    if tag:
+        problem = f"the tag !!{tag.group(1)} is not allowed (a config holds plain values, never Python objects)"
+    return CompositionError(f"{where}: {one_line(problem)}; fix the file (plain YAML only)")
 
 
 def composition_error(exc: Exception) -> MemreproError:
