@@ -28,7 +28,7 @@ import typing
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Mapping
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from memrepro.errors import ConfigError, unknown_config_key
 
@@ -177,7 +177,7 @@ def _check(key: str, value: Any, rule: Rule) -> None:
 
 
 def _plain(node: Any) -> Any:
-    if isinstance(node, DictConfig):
+    if isinstance(node, (DictConfig, ListConfig)):
         return OmegaConf.to_container(node, resolve=True)
     if dataclasses.is_dataclass(node) and not isinstance(node, type):
         return dataclasses.asdict(node)
