@@ -47,6 +47,11 @@ def _session_as_string(data: list) -> None:
     data[0]["conversation"]["session_2"] = "Caroline: hi; Melanie: hello"
 
 
+def _lone_surrogate(data: list) -> None:
+    turn = data[0]["conversation"]["session_1"][2]  # conv-26, D1:3
+    turn["text"] += " \ud800"  # written as the JSON escape \ud800, a UTF-16 half with no pair
+
+
 def _non_utf8(relative: str, needle: bytes) -> Callable[[Path], None]:
     def apply(root: Path) -> None:
         path = root / relative
@@ -145,6 +150,8 @@ CASES = [
          _edit_locomo(_empty_conversation)),
     Case("LoCoMo session_N a string", (TWO,), ("{root}/" + LOCOMO, "session_2", "expected a list"),
          _edit_locomo(_session_as_string)),
+    Case("LoCoMo lone surrogate", (TWO,), ("{root}/" + LOCOMO, "conv-26/D1:3", "'text'", "lone surrogate"),
+         _edit_locomo(_lone_surrogate)),
     Case("checksum mismatch", (), ("{root}/locomo/locomo10.json", "79fa87e9", "dataset.allow_unverified=true")),
     Case("missing data file", ("dataset.file=locomo/absent.json",), ("{root}/locomo/absent.json", "not found")),
 ]
