@@ -37,6 +37,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from memrepro.datasets.io import sha256_file
 from memrepro.errors import DamagedFileError
+from memrepro.files import STALE_AFTER_S, naming
 from memrepro.runs.record import RunRecord
 
 COMPLETE = "COMPLETE"
@@ -44,7 +45,6 @@ MANIFEST_FORMAT = 1
 TMP_TAG, OLD_TAG, MOVED_TAG = ".tmp-", ".old-", ".moved-"
 RUN_FILES = ("config.yaml", "queries.jsonl", "run.trec", "metrics.json", COMPLETE)  # what a run writer writes
 MANIFEST_REQUIRED = ("config.yaml", "queries.jsonl", "metrics.json")  # what readers read: always hashed
-STALE_AFTER_S = 600.0  # a temporary folder untouched this long belongs to no running process: a kill left it
 _LEFTOVER = re.compile(rf"^\.(?P<id>.+)(?:{re.escape(TMP_TAG)}|{re.escape(OLD_TAG)})[0-9a-f]+$")
 log = logging.getLogger("memrepro")
 
@@ -338,7 +338,7 @@ class RunWriter:
         self._write(name, data)
 
     def _write(self, name: str, data: bytes) -> None:
-        with open(self.tmp / name, "wb") as handle:
+        with naming(self.final / name), open(self.tmp / name, "wb") as handle:
             handle.write(data)
             handle.flush()
             os.fsync(handle.fileno())

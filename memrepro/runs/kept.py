@@ -15,7 +15,7 @@ number). Keeping verifies the source run the same way first.
 
 Leftovers: a ``keep`` (or a run) killed mid-way leaves a dot-named ``.<run id>.tmp-*`` folder. ``keep``,
 ``keep --restore`` and ``tables`` remove those under ``<kept_dir>`` and ``results/runs`` once no process can be
-writing them (untouched for :data:`memrepro.runs.folder.STALE_AFTER_S`), one line each.
+writing them (untouched for :data:`memrepro.files.STALE_AFTER_S`), one line each.
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Callable
 
 from memrepro.errors import DamagedFileError, MemreproError, one_line
+from memrepro.files import naming
 from memrepro.runs.folder import (COMPLETE, TMP_TAG, RunWriter, is_complete, parse_queries_file, put_in_place,
                                   read_manifest, remove_leftovers, run_problem, trec_text)
 
@@ -98,11 +99,12 @@ class KeptRuns:
         tmp = kept.parent / f".{kept.name}{TMP_TAG}{uuid.uuid4().hex[:8]}"  # a name remove_leftovers knows
         tmp.mkdir(parents=True)
         try:
-            for name in VERBATIM:
-                (tmp / name).write_bytes((folder / name).read_bytes())
-            with lzma.open(tmp / QUERIES_XZ, "wb", preset=6) as handle:
-                handle.write((folder / QUERIES).read_bytes())
-            (tmp / COMPLETE).write_bytes((folder / COMPLETE).read_bytes())  # last: marks the copy whole
+            with naming(kept):
+                for name in VERBATIM:
+                    (tmp / name).write_bytes((folder / name).read_bytes())
+                with lzma.open(tmp / QUERIES_XZ, "wb", preset=6) as handle:
+                    handle.write((folder / QUERIES).read_bytes())
+                (tmp / COMPLETE).write_bytes((folder / COMPLETE).read_bytes())  # last: marks the copy whole
             put_in_place(tmp, kept, KEPT_FILES)
         except BaseException:
             _remove(tmp)

@@ -18,6 +18,8 @@ from typing import Any
 
 import torch
 
+from memrepro.files import naming
+
 PARTIAL = ".partial.pt"  # the suffix of a training state, beside the output folder
 MAGIC = b"memrepro-training-state 1 "  # the header: this, the sha256 of the contents in hex, a newline
 
@@ -33,7 +35,7 @@ def save_state(path: Path, state: dict[str, Any]) -> None:
     torch.save(state, buffer)
     blob = buffer.getvalue()
     try:
-        with open(tmp, "wb") as handle:
+        with naming(path), open(tmp, "wb") as handle:
             handle.write(MAGIC + hashlib.sha256(blob).hexdigest().encode() + b"\n" + blob)
             handle.flush()
             os.fsync(handle.fileno())
