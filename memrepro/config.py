@@ -13,13 +13,14 @@ from dataclasses import dataclass, field
 from typing import Any, List, Mapping, Optional
 
 from hydra.core.config_store import ConfigStore
-from omegaconf import MISSING
+from omegaconf import MISSING, OmegaConf
 
 from memrepro.datasets import locomo, longmemeval, personabench, personamem  # their allowed names (no torch)
 from memrepro.errors import ConfigError
 from memrepro.experiments import register_presets
 from memrepro.limits import DEFAULT_CHUNK_BYTES, SEARCH_BACKENDS
 from memrepro.models.convmemory_v1_shape import V1_DEFAULT_SHAPE, WINDOW_MODES
+from memrepro.paths import cache_dir
 from memrepro.retrievers.arms import ARMS
 from memrepro.retrievers.rfmem.params import (COSINE, ENGINES, LATENCY_SCOPES, FamiliarityParams, GateParams,
                                               RecollectionParams, refuse_faithful_only_variants)
@@ -412,6 +413,8 @@ def schema_for_target(target: str) -> type | None:
 
 
 def register_configs() -> None:
+    # paths.cache_dir's default: one rule, shared with the model resolver (a home directory without $HOME too)
+    OmegaConf.register_new_resolver("memrepro.cache_dir", lambda: str(cache_dir()), replace=True)
     store = ConfigStore.instance()
     store.store(name="run_schema", node=RunConfig)
     store.store(name="train_schema", node=TrainConfig)
