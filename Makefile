@@ -9,7 +9,7 @@ export MEMREPRO_DATA_DIR ?= data
 TEST_WORKERS ?= auto
 PYTEST := HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 $(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile
 
-.PHONY: install run test test-fast bench data data-check tables tables-only docs clean-results
+.PHONY: install run test test-fast bench data data-check tables tables-only report docs clean-results
 
 $(VENV)/.installed: pyproject.toml Makefile
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -52,12 +52,16 @@ tables: install  ## run what conf/experiments.yaml lists and results/ lacks, the
 tables-only: install  ## render results/tables and results/figures from the runs in results/ and results/kept (runs nothing)
 	$(PY) -m memrepro tables
 
+report: install  ## the HTML report of the runs in results/ and results/kept into results/report (open its index.html)
+	$(PY) -m memrepro report
+
 $(VENV)/.docs-installed: $(VENV)/.installed pyproject.toml
 	$(PY) -m pip install -q -e '.[docs]'
 	touch $@
 
-docs: $(VENV)/.docs-installed  ## regenerate docs/parameters.md from the config schema, then build the site into site/
+docs: $(VENV)/.docs-installed  ## docs/parameters.md from the config schema, the report into docs/report, then the site into site/
 	$(PY) scripts/gen_parameters_doc.py
+	$(PY) -m memrepro report --out docs/report --up-link ../index.html
 	NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs build --strict --site-dir site
 
 clean-results:

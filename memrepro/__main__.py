@@ -8,7 +8,9 @@ override grammar intact).
 from __future__ import annotations
 
 import os
+import shutil
 import sys
+import tempfile
 from dataclasses import dataclass
 from typing import Callable
 
@@ -32,6 +34,10 @@ COMMANDS: dict[str, Command] = {
                     "memrepro.cli.eval:main"),
     "compare": Command("paired comparison of run folders: means, Δ, bootstrap CI and p (--by category, --latex)",
                        "memrepro.cli.compare:main"),
+    "report": Command("a static HTML site of the runs: reproduction, run pages with per-query evidence, comparisons, "
+                      "sweeps (opens from disk)", "memrepro.cli.report:main"),
+    "check": Command("the protocol check of run folders: each finding, what the run shows and the fix (exit 0 "
+                     "none, 1 findings, 2 bad input)", "memrepro.cli.check:main"),
     "leaderboard": Command("every retriever x benchmark on one encoder, Δ vs dense (from results/)",
                            "memrepro.cli.compare:leaderboard_main"),
     "export": Command("write a benchmark's corpus / queries / qrels as BEIR or TREC files",
@@ -62,7 +68,7 @@ def usage() -> str:
     lines += ["", "examples:",
               "  python -m memrepro run dataset=locomo retriever=dense encoder=mpnet",
               "  python -m memrepro run -m encoder=minilm,mpnet",
-              "  python -m memrepro run --help        (Hydra: config groups and options)"]
+              "  python -m memrepro run --help        (config groups, common keys, -m, --dry-run)"]
     return "\n".join(lines)
 
 
@@ -82,7 +88,7 @@ def _hydra_errors_in_one_line() -> None:
     from hydra.errors import HydraException
     from omegaconf.errors import OmegaConfBaseException
 
-    from memrepro.hydra_internals import report_errors_with
+    from memrepro.hydra_internals import mode_from_command_line, report_errors_with
 
     def run_and_report(func):
         from memrepro.cli.failures import composition_error, config_file_error, reported
@@ -96,6 +102,7 @@ def _hydra_errors_in_one_line() -> None:
                 raise config_file_error(exc) from exc
 
     report_errors_with(run_and_report)
+    mode_from_command_line()
 
 
 # Modules every command imports first: when one is absent, this interpreter is not the project's environment.
@@ -114,6 +121,14 @@ def _dependencies_error(module: str) -> str:
             f"run `make install`, then use `.venv/bin/python -m memrepro ...`")
 
 
+def _nothing_written(scratch: str) -> list[str]:
+    """Hydra overrides for a command that writes nothing (``run --dry-run``, ``train --plan``): no log file and no
+    ``.hydra/`` folder; the output folders Hydra makes (a sweep's, with its ``multirun.yaml``) go to ``scratch``,
+    a temporary folder removed on exit. Given last: they win over the user's own."""
+    return [f"hydra.run.dir='{scratch}'", f"hydra.sweep.dir='{scratch}'", "hydra.output_subdir=null",
+            "hydra.job_logging.root.handlers=[console]"]
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if "--debug" in argv:  # tracebacks on, for every command (Hydra reads HYDRA_FULL_ERROR)
@@ -128,11 +143,23 @@ def main(argv: list[str] | None = None) -> int:
         error = UnknownNameError("command", name, list(COMMANDS), "`python -m memrepro --help` describes them")
         print(f"memrepro: error: {error}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    if name in HYDRA_COMMANDS and {"-h", "--help"} & set(rest):  # ours, read from conf/ (Hydra's: --hydra-help)
+        from memrepro.cli.help import command_help
+
+        print(command_help(name))
+        return 0
+    if not {"-h", "--help"} & set(rest):
+        from memrepro.paths import outside_notice
+
+        notice = outside_notice()
+        if notice:  # before anything is computed or written
+            print(notice, file=sys.stderr, flush=True)
     missing = _missing_dependency()
     if missing:
         print(_dependencies_error(missing), file=sys.stderr)
         return EXIT_BAD_INPUT
-    if PLAN_FLAGS.get(name) in rest:  # the plan only: read by the command (memrepro.training.plan.plan_only)
+    plan_only = PLAN_FLAGS.get(name) in rest
+    if plan_only:  # the plan only: read by the command (memrepro.training.plan.plan_only)
         from memrepro.training.plan import PLAN_ONLY_ENV
 
         rest = [a for a in rest if a != PLAN_FLAGS[name]]
@@ -146,20 +173,30 @@ def main(argv: list[str] | None = None) -> int:
             print(usage_error(f"python -m memrepro {name}", problem, "the config groups and options"),
                   file=sys.stderr)
             return EXIT_BAD_INPUT
-    sys.argv = [f"memrepro {name}", *rest]
+    if name in HYDRA_COMMANDS:
+        from memrepro.experiments import asks_for_presets, register_presets
+
+        if asks_for_presets(rest):
+            register_presets()
+    scratch = tempfile.mkdtemp(prefix="memrepro-plan-") if plan_only else None
+    sys.argv = [f"memrepro {name}", *rest, *(_nothing_written(scratch) if scratch else ())]
     _hydra_errors_in_one_line()
     from memrepro.cli.failures import install_sigterm_handler, reported
 
     install_sigterm_handler()
-    with reported():
-        try:
-            command = _load(COMMANDS[name].entry)
-        except ModuleNotFoundError as exc:
-            if (exc.name or "memrepro").split(".")[0] == "memrepro":
-                raise
-            print(_dependencies_error(exc.name), file=sys.stderr)
-            return EXIT_BAD_INPUT
-        code = command()
+    try:
+        with reported():
+            try:
+                command = _load(COMMANDS[name].entry)
+            except ModuleNotFoundError as exc:
+                if (exc.name or "memrepro").split(".")[0] == "memrepro":
+                    raise
+                print(_dependencies_error(exc.name), file=sys.stderr)
+                return EXIT_BAD_INPUT
+            code = command()
+    finally:
+        if scratch is not None:
+            shutil.rmtree(scratch, ignore_errors=True)
     return code if isinstance(code, int) else 0
 
 

@@ -24,7 +24,10 @@ def compose(dataset: str = "locomo", encoder: str = "mpnet", retriever: str = "d
     from hydra.core.global_hydra import GlobalHydra
 
     import memrepro.config  # noqa: F401  (registers the schemas)
+    from memrepro.experiments import asks_for_presets, register_presets
 
+    if asks_for_presets(overrides):
+        register_presets()
     if GlobalHydra.instance().is_initialized():
         GlobalHydra.instance().clear()
     with initialize_config_dir(version_base="1.3", config_dir=str(CONFIG_DIR), job_name="memrepro_evaluate"):

@@ -15,8 +15,10 @@ from typing import Sequence
 import pandas as pd
 
 from memrepro.errors import EXIT_BAD_INPUT, MemreproError
+from memrepro.evaluation.power import minimum_detectable_difference
 from memrepro.evaluation.significance import paired_bootstrap
 from memrepro.runs.folder import COMPLETE, run_problem
+from memrepro.tables.naming import labels
 from memrepro.tables.runs import Run
 
 
@@ -28,6 +30,12 @@ class CompareError(MemreproError, ValueError):
 
 def load_run(path: str | Path) -> Run:
     folder = Path(path).expanduser()
+    if not folder.exists():
+        raise CompareError(f"{folder}: does not exist; pass a run folder, "
+                           "results/runs/<dataset>/<retriever>/<encoder>/<run id>")
+    if not folder.is_dir():
+        raise CompareError(f"{folder}: is a file, not a run folder; pass results/runs/<dataset>/<retriever>/<encoder>/"
+                           "<run id>")
     if not (folder / COMPLETE).is_file():
         raise CompareError(f"{folder}: not a complete run folder (no {COMPLETE} marker); pass a folder under "
                            "results/runs/<dataset>/<retriever>/<encoder>/<run id>")
@@ -35,10 +43,6 @@ def load_run(path: str | Path) -> Run:
     if problem:
         raise CompareError(f"{problem}; rerun its command to recompute it")
     return Run(folder)
-
-
-def label(run: Run) -> str:
-    return f"{run.retriever_name} ({run.encoder_label}, {run.folder.name[:8]})"
 
 
 def check_comparable(a: Run, b: Run, metrics: Sequence[str], shared: bool = False) -> None:
@@ -93,8 +97,9 @@ def compare(runs: Sequence[Run], metrics: Sequence[str] | None = None, by: str |
         raise CompareError(f"--by {by!r}: only 'category' is supported")
     base = runs[0]
     metrics = list(metrics or base.record.primary or base.record.metric_names)
+    run_names = labels(runs)  # each run by the settings that tell it apart from the others (alpha=0.5, tau=0.2)
     rows = []
-    for other in runs[1:]:
+    for other, name in zip(runs[1:], run_names[1:]):
         check_comparable(base, other, metrics, shared)
         categories = {f"{r['split']}::{r['query_id']}": r["category"] for r in base.rows if r["excluded"] is None}
         names = {code: c.name or code for code, c in base.record.summary.categories.items()}
@@ -113,18 +118,26 @@ def compare(runs: Sequence[Run], metrics: Sequence[str] | None = None, by: str |
                     continue
                 ua, ub = {u: a[u] for u in units}, {u: b[u] for u in units}
                 test = paired_bootstrap(ub, ua, resamples=resamples, seed=seed)
+                power = minimum_detectable_difference(ub, ua)
                 mean_a, mean_b = sum(ua.values()) / len(ua), sum(ub.values()) / len(ub)
                 whole = group == "all" and same_units  # the runs' own summaries describe exactly these units
                 rows.append({
-                    "baseline": label(base), "run": label(other), "metric": metric, "queries": group,
+                    "baseline": run_names[0], "run": name, "metric": metric, "queries": group,
                     "n": test.n,
                     label_col("baseline"): base.record.summary.mean_text(metric) if whole else f"{mean_a:.4f}",
                     label_col("run"): other.record.summary.mean_text(metric) if whole else f"{mean_b:.4f}",
                     "Δ": f"{test.delta:+.4f}{'*' if test.significant else ''}",
                     "95% CI": f"[{test.ci_low:+.4f}, {test.ci_high:+.4f}]",
                     "p": test.p_text(),
+                    "MDD": f"{power.mdd:.4f}",
+                    "verdict": "" if test.significant else power.verdict(test.delta),
                 })
     return pd.DataFrame(rows)
+
+
+def runs_note(runs: Sequence[Run]) -> str:
+    """Which folder each run's name stands for (the names leave out what the runs share)."""
+    return "Runs: " + "; ".join(f"{name} = {run.folder}" for name, run in zip(labels(runs), runs))
 
 
 def label_col(which: str) -> str:
@@ -134,4 +147,7 @@ def label_col(which: str) -> str:
 LEGEND = ("Means: mean ± std of split means where the benchmark has several splits (LoCoMo's 5 seeds), else the "
           "mean; per category the pooled mean. Δ = run − baseline, the pooled mean of per-query differences over "
           "the shared (split, query) units; 95% CI and two-sided p from the paired bootstrap "
-          "(memrepro.evaluation.significance, {resamples} resamples, seed {seed}); * : p < 0.05.")
+          "(memrepro.evaluation.significance, {resamples} resamples, seed {seed}); * : p < 0.05. MDD: the minimum "
+          "detectable difference of that comparison (α = 0.05, power 0.8, paired t approximation, "
+          "memrepro.evaluation.power); a difference below it that the test does not find is not distinguishable at "
+          "that n. Findings of the protocol check (docs/checks.md) are printed above the numbers.")

@@ -16,11 +16,11 @@ from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, OmegaConf
 
 from memrepro.datasets import locomo, longmemeval, personabench, personamem  # their allowed names (no torch)
+from memrepro.datasets.gold_corrections import GOLD_LABELS, ORIGINAL
 from memrepro.errors import ConfigError
-from memrepro.experiments import register_presets
 from memrepro.limits import DEFAULT_CHUNK_BYTES, SEARCH_BACKENDS
 from memrepro.models.convmemory_v1_shape import V1_DEFAULT_SHAPE, WINDOW_MODES
-from memrepro.paths import cache_dir
+from memrepro.paths import folder_path
 from memrepro.retrievers.arms import ARMS
 from memrepro.retrievers.rfmem.params import (COSINE, ENGINES, LATENCY_SCOPES, FamiliarityParams, GateParams,
                                               RecollectionParams, refuse_faithful_only_variants)
@@ -39,6 +39,12 @@ def _allow_unverified() -> Any:
     return param(False, changes_results=False)
 
 
+def _gold_labels() -> Any:
+    """original: the gold as published (the papers' numbers; no run id changes); corrected: the versioned
+    corrections of memrepro/datasets/corrections/ applied (runs of their own, docs/checks.md#gold-labels)."""
+    return param(ORIGINAL, one_of(*GOLD_LABELS))
+
+
 @dataclass
 class LocomoDatasetConfig:
     _target_: str = "memrepro.datasets.locomo.load_locomo"
@@ -47,6 +53,7 @@ class LocomoDatasetConfig:
     file: str = "locomo/locomo10.json"
     evidence_rule: str = param("exact", one_of(*locomo.EVIDENCE_RULES))
     seeds: List[int] = param(default_factory=lambda: list(locomo.SPLIT_SEEDS), rule=NON_EMPTY_INTEGERS)
+    gold_labels: str = _gold_labels()
 
 
 @dataclass
@@ -59,6 +66,7 @@ class LongMemEvalDatasetConfig:
     granularity: str = param("session", one_of(*longmemeval.GRANULARITIES))
     gold: str = param("rfmem", one_of(*longmemeval.GOLD_RULES))
     limit: Optional[int] = param(None, integer_at_least(1))
+    gold_labels: str = _gold_labels()
 
 
 @dataclass
@@ -248,10 +256,10 @@ class BM25RetrieverConfig:
     b: float = param(0.75, number_in(0.0, 1.0))  # length normalisation
     method: str = param("lucene", one_of(*BM25_METHODS))
     stopwords: Optional[str] = param("en", Rule(lambda v: isinstance(v, str) and _bm25_stopwords_ok(v),
-                                                "a language bm25s has stop words for (en, de, fr, es, ...)"))
+                                                "a language bm25s has stop words for (en, de, fr, es, ...)", "en"))
     stemmer: Optional[str] = param(None, Rule(lambda v: isinstance(v, str) and _stemmer_ok(v),
                                               "a Snowball stemmer PyStemmer knows (english, ...; pip install "
-                                              "PyStemmer)"))
+                                              "PyStemmer)", "english"))
     name: str = "bm25"
 
     check_together = staticmethod(_topk_needs_k)
@@ -279,12 +287,15 @@ class MetricsConfig:
 
 @dataclass
 class PathsConfig:
+    """Where files live: each folder's variable, else its place in the project folder (``$MEMREPRO_HOME``, else
+    the checkout; conf/paths/default.yaml), never the current folder."""
+
     data_dir: str = MISSING
     results_dir: str = MISSING
     cache_dir: str = MISSING
-    log_dir: str = "outputs"
-    models_dir: str = "models"
-    kept_dir: str = "results/kept"  # committed copies of expensive runs (memrepro/runs/kept.py)
+    log_dir: str = MISSING
+    models_dir: str = MISSING
+    kept_dir: str = MISSING  # committed copies of expensive runs (memrepro/runs/kept.py)
 
 
 @dataclass
@@ -323,6 +334,13 @@ class LatencyConfig:
 
 
 @dataclass
+class ChecksConfig:
+    """The protocol check (docs/checks.md): its findings are recorded in metrics.json whatever this says."""
+
+    ignore: List[str] = field(default_factory=list)  # finding codes not printed (memrepro.checks.CODES)
+
+
+@dataclass
 class OutputConfig:
     top_n: int = param(100, integer_at_least(1))  # ranked ids kept per query in queries.jsonl and run.trec
 
@@ -339,6 +357,7 @@ class RunConfig:
     latency: LatencyConfig = param(default_factory=LatencyConfig, changes_results=False)
     output: OutputConfig = field(default_factory=OutputConfig)
     search: SearchConfig = field(default_factory=SearchConfig)
+    checks: ChecksConfig = param(default_factory=ChecksConfig, changes_results=False)
     overwrite: bool = param(False, changes_results=False)
     # Chosen by `first_stage=…` / `cross_encoder=…` / `arm=…` and read by the cascade presets through
     # interpolation (`retriever.first_stage: ${first_stage}`), so they reach a run id only through the retriever.
@@ -383,8 +402,11 @@ class EvalConfig:
     strict: bool = False
     name: Optional[str] = None
     encoder_label: str = "external"
+    checks: ChecksConfig = param(default_factory=ChecksConfig, changes_results=False)
     overwrite: bool = False
 
+
+FOLDER_RESOLVER = "memrepro.folder"  # ${memrepro.folder:results_dir}: memrepro.paths.folder_path
 
 # The schema of each config group's options, by ConfigStore name (``<group>/<name>``): what a preset names first.
 GROUP_SCHEMAS: Mapping[str, Mapping[str, type]] = {
@@ -413,8 +435,11 @@ def schema_for_target(target: str) -> type | None:
 
 
 def register_configs() -> None:
-    # paths.cache_dir's default: one rule, shared with the model resolver (a home directory without $HOME too)
-    OmegaConf.register_new_resolver("memrepro.cache_dir", lambda: str(cache_dir()), replace=True)
+    """The schemas, and ``${memrepro.folder:<name>}`` (conf/paths/default.yaml). The ``+experiment=<name>`` presets
+    are registered by whoever composes with them (:func:`memrepro.experiments.register_presets`): parsing the
+    list costs more than composing a run."""
+    if not OmegaConf.has_resolver(FOLDER_RESOLVER):
+        OmegaConf.register_new_resolver(FOLDER_RESOLVER, lambda name: str(folder_path(name)))
     store = ConfigStore.instance()
     store.store(name="run_schema", node=RunConfig)
     store.store(name="train_schema", node=TrainConfig)
@@ -422,7 +447,6 @@ def register_configs() -> None:
     for group, schemas in GROUP_SCHEMAS.items():
         for name, schema in schemas.items():
             store.store(group=group, name=name, node=schema)
-    register_presets()
 
 
 register_configs()

@@ -35,6 +35,16 @@ class ConfigError(MemreproError, ValueError):
                          f"the config file that sets {key}")
 
 
+class MissingValueError(MemreproError, ValueError):
+    """A config key that has no default and was not set (``retriever=external`` without ``retriever.target``)."""
+
+    exit_code = EXIT_BAD_INPUT
+
+    def __init__(self, key: str) -> None:
+        self.key = key
+        super().__init__(f"config {key} has no value and needs one: set it ({key}=...)")
+
+
 class UnknownNameError(MemreproError, ValueError):
     """A name outside a closed list (a config key, a config group option, a command): names the nearest valid
     names and the whole list."""
@@ -56,10 +66,39 @@ class UnknownNameError(MemreproError, ValueError):
 
 
 def unknown_config_key(key: str, schema: type) -> UnknownNameError:
-    """``key`` is not a field of ``schema``, the dataclass of the config node it would sit in."""
+    """``key`` is not a field of ``schema``, the dataclass of the config node it would sit in. A key that other
+    options of its config group have (``retriever.recollection`` under ``retriever=dense``) names those options."""
+    elsewhere, block = _options_with_key(key)
+    if elsewhere:
+        return KeyOfOtherOptionsError(key, elsewhere, block)
     fields = [f.name for f in dataclasses.fields(schema) if not f.name.startswith("_")]
     return UnknownNameError("config key", key, fields, "fix the key; the config is a closed schema, so `+key=value` "
                             "cannot add a key its schema does not have", within=key.rpartition(".")[0])
+
+
+class KeyOfOtherOptionsError(UnknownNameError):
+    """A config key the chosen option of its group lacks and other options have: names them."""
+
+    SHOWN = 4  # options named in the line; `run --help` lists them all
+
+    def __init__(self, key: str, options: Sequence[str], block: bool = False) -> None:
+        group = key.split(".")[0]
+        self.name, self.valid, self.nearest = key, list(options), []
+        shown = "|".join(self.valid[:self.SHOWN]) + (f"|… ({len(self.valid)} options)" if len(self.valid) > self.SHOWN
+                                                     else "")
+        keys = f"{key}.*" if block else key
+        choose = "one of them" if len(self.valid) > 1 else "it"
+        MemreproError.__init__(self, f"config key {key!r} is not one of the chosen {group}'s keys: {keys} belongs to "
+                                     f"{group}={shown}; choose {choose} (e.g. {group}={self.valid[0]}) or drop the key")
+
+
+def _options_with_key(key: str) -> tuple[list[str], bool]:
+    """The options of ``key``'s config group that have it (``memrepro.options``); none for a key outside a group."""
+    from memrepro.config import GROUP_SCHEMAS  # the schemas import Hydra: read only when a key is refused
+    from memrepro.options import options_with_key
+
+    group = key.split(".")[0]
+    return options_with_key(key, dict(GROUP_SCHEMAS[group])) if group in GROUP_SCHEMAS else ([], False)
 
 
 def nearest(name: str, valid: Sequence[str], n: int = 3) -> list[str]:
@@ -92,7 +131,7 @@ class MissingDataError(MemreproError, FileNotFoundError):
         self.path = str(path)
         super().__init__(
             f"data file not found: {self.path}\n"
-            f"  memrepro reads benchmark files under $MEMREPRO_DATA_DIR (default: ./data).\n"
+            f"  memrepro reads benchmark files under $MEMREPRO_DATA_DIR (default: data/ in the project folder)\n"
             f"  {how_to_obtain}"
         )
 

@@ -28,6 +28,7 @@ from typing import Any, Callable, Sequence
 import yaml
 
 from memrepro.errors import MemreproError
+from memrepro.limits import MAX_LABEL
 from memrepro.paths import CONFIG_DIR
 
 DEFAULT_LIST = CONFIG_DIR / "experiments.yaml"
@@ -201,6 +202,9 @@ def _paper_cells(value: Any, where: str) -> tuple[PaperCell, ...]:
         wrong = sorted(k for k, v in cell.items() if v is not None and not isinstance(v, str))
         if wrong:
             raise ExperimentListError(f"{where}: paper cell #{i}: field(s) {wrong} must be text")
+        if len(cell.get("label") or "") > MAX_LABEL:  # a row label fits on a screen; the recipe goes in a legend
+            raise ExperimentListError(f"{where}: paper cell #{i}: label {cell['label']!r} has {len(cell['label'])} "
+                                      f"characters; shorten it to at most {MAX_LABEL}")
         parsed.append(PaperCell(**cell))
     return tuple(parsed)
 
@@ -260,10 +264,18 @@ def composed_config(overrides: Sequence[str]) -> Any:
 def _compose(overrides: tuple[str, ...]) -> Any:
     from hydra import compose, initialize_config_dir
 
-    import memrepro.config  # noqa: F401  (registers the schemas and the presets)
+    import memrepro.config  # noqa: F401  (registers the schemas)
 
+    register_presets()
     with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base=None):
         return compose("config", overrides=list(overrides))
+
+
+def asks_for_presets(argv: Sequence[str]) -> bool:
+    """Whether a command line picks a preset (``+experiment=<name>``) or asks Hydra to complete one: only then are
+    the presets registered (:func:`register_presets`), since reading the list costs more than composing a run."""
+    keys = {arg.lstrip("+~").split("=", 1)[0].split("@", 1)[0] for arg in argv}
+    return PRESET_GROUP in keys or bool(keys & {"-sc", "--shell-completion"})
 
 
 @lru_cache(maxsize=1)

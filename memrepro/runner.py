@@ -22,10 +22,11 @@ import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
 from memrepro.artifacts.forecast import duration, where
-from memrepro.artifacts.per_seed import TrainingContext
+from memrepro.checks import with_findings
 from memrepro.errors import MemreproError, one_line
 from memrepro.evaluation.freeze import TIE_RULE, freeze
 from memrepro.models.encoder import CachedEncoder, resolve_device
+from memrepro.paths import shown
 from memrepro.provenance import config_hash, git_commit, hardware, package_versions, take_warnings
 from memrepro.retrievers.base import Retriever, RetrieverBase
 from memrepro.retrievers.external import as_retriever
@@ -77,14 +78,15 @@ class _Prepared:
 
 
 def _prepare(cfg: DictConfig, retriever: Retriever | None, timings: dict[str, float]) -> _Prepared:
-    import torch
-
+    """Everything up to the run id and folder, without torch: a complete run is skipped or restored from here."""
     from memrepro.validate import validate_run_config
 
     validate_run_config(cfg)  # every entry point (CLI, memrepro.evaluate, sweeps, experiments), before anything loads
+    if cfg.runtime.torch_threads:  # set before anything reads it (the plan's forecast names the thread count)
+        import torch
 
-    if cfg.runtime.torch_threads:
         torch.set_num_threads(int(cfg.runtime.torch_threads))
+
     device = resolve_device(cfg.runtime.device)
     start = time.perf_counter()
     benchmark, verification = load_benchmark(cfg.dataset)
@@ -129,9 +131,9 @@ def run(cfg: DictConfig, retriever: Retriever | None = None) -> RunOutcome:
     record = read_record(folder)
     if restored:
         log.info("restored run %s from its kept copy %s: %s; set overwrite=true to recompute it", run_id,
-                 kept.copy_of(folder), recompute_cost(cfg, benchmark, encoder, retriever, device, record))
+                 shown(kept.copy_of(folder)), recompute_cost(cfg, benchmark, encoder, retriever, device, record))
     else:
-        log.info("run %s is complete: skipped (set overwrite=true to redo it)", folder)
+        log.info("run %s is complete: skipped (set overwrite=true to redo it)", shown(folder))
     return RunOutcome(folder, True, record, {"query": 0, "document": 0}, restored)
 
 
@@ -146,16 +148,17 @@ def dry_run(cfg: DictConfig) -> str:
     if not cfg.overwrite:
         if is_complete(folder) and not run_problem(folder):
             cost = recompute_cost(cfg, benchmark, encoder, retriever, device, read_record(folder))
-            return f"dry run: run {run_id} is complete ({folder}): nothing to do; {cost}; overwrite=true recomputes it"
+            return (f"dry run: run {run_id} is complete ({shown(folder)}): nothing to do; {cost}; overwrite=true "
+                    f"recomputes it")
         copy = kept.copy_of(folder)
         if (copy / COMPLETE).is_file():
             cost = recompute_cost(cfg, benchmark, encoder, retriever, device, read_record(copy))
-            return (f"dry run: run {run_id} would be restored from its kept copy {copy}: {cost}; overwrite=true "
-                    f"recomputes it")
+            return (f"dry run: run {run_id} would be restored from its kept copy {shown(copy)}: {cost}; "
+                    f"overwrite=true recomputes it")
     plan = _training_plan(cfg, benchmark, encoder, retriever, device, benchmark.splits)
     lines = [plan.render()] if plan is not None else []
-    return "\n".join([*lines, f"dry run: run {run_id} would be computed into {folder} (nothing was trained or "
-                                f"written)"])
+    return "\n".join([*lines, f"dry run: run {run_id} would be computed into {shown(folder)} (nothing was "
+                                f"trained or written)"])
 
 
 def _training_plan(cfg: DictConfig, benchmark: Benchmark, encoder: Any, retriever: RetrieverBase, device: str,
@@ -217,6 +220,8 @@ def _compute(cfg: DictConfig, resolved: Mapping[str, Any], benchmark: Benchmark,
         index, query_vectors, cached = vectorless_index(benchmark, device, timings)
 
     # trained models: found or trained per split (retrieval itself never reads the context's gold)
+    from memrepro.artifacts.per_seed import TrainingContext
+
     retriever.bind_training(TrainingContext(benchmark, index, query_vectors, encoder.identity,
                                             Path(cfg.paths.models_dir), device, bool(cfg.runtime.progress),
                                             float(cfg.runtime.checkpoint_every_s),
@@ -296,9 +301,10 @@ def _compute(cfg: DictConfig, resolved: Mapping[str, Any], benchmark: Benchmark,
             "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         },
     }, str(folder / "metrics.json"))
+    record = with_findings(record, resolved, rows)
     folder = write_run(folder, resolved, rows, record, run_id)
     checkpoint.discard()
-    log.info("wrote %s", folder)
+    log.info("wrote %s", shown(folder))
     return RunOutcome(folder, False, record, dict(cached.encoded))
 
 

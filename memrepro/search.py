@@ -19,6 +19,9 @@ when a cutoff k is asked, everything else to ``torch``. Exact backends return th
 *distinct* memories score within float32 rounding (about 1e-6) of each other at the cutoff; exact duplicates
 always tie exactly (duplicates are found by hashing rows, and every copy takes its first copy's score).
 A single-episode index holds its matrix as a view of the caller's array (no padded copy).
+
+torch is imported where a search or an index needs it, not with this module: the retrievers import these types, and
+skipping or restoring a complete run builds a retriever without searching.
 """
 
 from __future__ import annotations
@@ -29,7 +32,6 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
 import numpy as np
-import torch
 
 from memrepro.limits import DEFAULT_CHUNK_BYTES, EXACT_BACKENDS
 from memrepro.types import Episode
@@ -87,6 +89,8 @@ class EpisodeIndex:
         return self.matrix.device
 
     def rows(self, episode_ids: Sequence[str]) -> torch.Tensor:
+        import torch
+
         return torch.tensor([self.row_of[e] for e in episode_ids], dtype=torch.long, device=self.device)
 
     def vectors(self, episode_id: str) -> np.ndarray:
@@ -145,6 +149,8 @@ def build_index(episodes: Mapping[str, Episode], vectors: Mapping[str, np.ndarra
 
     Several episodes are stacked into a padded tensor (what the benchmarks run on). A single episode is held as a
     view of its float32 array (no copy on the CPU), so a 1M × 768 episode costs its own 3 GB and no more."""
+    import torch
+
     options = options or SearchOptions()
     ids = tuple(episodes)
     if dim is None:
@@ -198,6 +204,8 @@ def _score_chunk(index: EpisodeIndex, queries: torch.Tensor, rows: torch.Tensor)
     copies. About one query per episode over many episodes (LongMemEval: a haystack per question): gather the
     episodes and run one batched matmul.
     """
+    import torch
+
     distinct, inverse = torch.unique(rows, return_inverse=True)
     if len(distinct) * 4 <= len(rows) or len(distinct) <= 8:
         scores = torch.empty((len(rows), index.matrix.shape[1]), dtype=torch.float32, device=index.device)
@@ -224,6 +232,8 @@ def search(index: EpisodeIndex, query_vectors: np.ndarray | torch.Tensor, episod
 
     Each query goes to the backend its episode gets under ``index.options`` (see the module docstring); the
     answers come back in query order."""
+    import torch
+
     if len(episode_ids) != len(query_vectors):
         raise ValueError(f"{len(query_vectors)} query vectors for {len(episode_ids)} episode ids")
     large = _large_rows(index, k)
@@ -263,6 +273,8 @@ def _large_rows(index: EpisodeIndex, k: int | None) -> set[int]:
 def _search_torch(index: EpisodeIndex, query_vectors: np.ndarray | torch.Tensor, episode_ids: Sequence[str],
                   k: int | None, min_sim: float | None, chunk_bytes: int) -> list[Hits]:
     """The padded path: per chunk one matmul (per distinct episode, or batched), then a stable full sort."""
+    import torch
+
     queries = torch.as_tensor(np.asarray(query_vectors, dtype=np.float32) if not isinstance(
         query_vectors, torch.Tensor) else query_vectors, device=index.device)
     rows = index.rows(episode_ids)
@@ -301,6 +313,8 @@ def error_bound(dim: int) -> float:
 
 def _candidates(index: EpisodeIndex, row: int, queries: np.ndarray, kk: int) -> tuple[np.ndarray, np.ndarray]:
     """(scores, positions) of ``kk`` candidates per query, best first by the backend's own float32 scores."""
+    import torch
+
     import faiss
 
     block = index.blocks[row]

@@ -24,9 +24,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from memrepro.datasets.verify import enforce
 from memrepro.errors import EXIT_BAD_INPUT, MemreproError
-from memrepro.evaluation.aggregate import aggregate
 from memrepro.evaluation.freeze import FrozenRanking
-from memrepro.evaluation.metrics import compute_metrics
 from memrepro.models.encoder import CachedEncoder
 from memrepro.retrievers.base import RetrievalInput
 from memrepro.search import EpisodeIndex, SearchOptions, build_index
@@ -76,14 +74,19 @@ def load_benchmark(node: DictConfig) -> tuple[Benchmark, dict[str, Any]]:
     """The dataset a config names (built once per process; a missing official file is fetched when online) and
     its files' checksum verification.
 
-    ``allow_unverified`` is the runner's switch, not the loader's: it is taken off before the loader is built."""
+    ``allow_unverified`` and ``gold_labels`` are the runner's switches, not the loader's: they are taken off before
+    the loader is built; ``gold_labels=corrected`` applies the benchmark's gold corrections to what it loaded."""
     from memrepro.datasets.autofetch import with_fetch
+    from memrepro.datasets.gold_corrections import CORRECTED, apply_corrections
     from memrepro.datasets.io import data_root
 
     plain = OmegaConf.to_container(node, resolve=True)
     # dataset.allow_unverified=true, or MEMREPRO_ALLOW_UNVERIFIED=1 for every command of a session (own revisions)
     allow = bool(plain.pop("allow_unverified", False)) or os.environ.get("MEMREPRO_ALLOW_UNVERIFIED") == "1"
+    labels = plain.pop("gold_labels", None)
     benchmark: Benchmark = with_fetch(lambda: build_once(OmegaConf.create(plain)), data_root(plain.get("data_dir")))
+    if labels == CORRECTED:
+        benchmark = apply_corrections(benchmark)
     root = str(plain.get("data_dir") or "")
     verification = enforce(benchmark.files, root or "<data dir>", allow)
     for warning in benchmark.warnings:
@@ -169,6 +172,8 @@ def score_rankings(benchmark: Benchmark, rankings: Mapping[tuple[str, str], Froz
     """Frozen rankings → (per-query rows, counts, aggregate summary): the one scoring path of ``run``, ``eval``
     and ``memrepro.evaluate``. A split in ``reused_rows`` takes those rows (``memrepro.runs.seed_reuse``), rescored
     from their stored gold ranks."""
+    from memrepro.evaluation.aggregate import aggregate  # pandas: only when a run is scored
+
     with _no_gc():  # ~10^6 small containers per LoCoMo run: the cyclic GC would rescan every ranking many times
         rows, counts = _score(benchmark, rankings, traces, metric_names, latency_ms, top_n, reused_rows or {})
     summary = aggregate([{"split": r["split"], "category": r["category"], **r["metrics"]}
@@ -191,6 +196,8 @@ def _no_gc():
 def _score(benchmark: Benchmark, rankings: Mapping[tuple[str, str], FrozenRanking], traces: Mapping,
            metric_names: list[str], latency_ms: Mapping[str, float], top_n: int,
            reused_rows: Mapping[str, list[dict[str, Any]]]):
+    from memrepro.evaluation.metrics import compute_metrics
+
     rows: list[dict[str, Any]] = []
     counts = {"n_total": 0, "n_scored": 0, "n_excluded": {}}
     chars_of: dict[str, dict[str, int]] = {}  # per episode, built once (not once per query)
@@ -203,8 +210,8 @@ def _score(benchmark: Benchmark, rankings: Mapping[tuple[str, str], FrozenRankin
                                       for q in queries}, queries, metric_names,
                                      gold_ranks={q.id: stored[q.id]["gold_ranks"] for q in queries})
             for query in queries:  # this run's batch-1 sample decides every row's latency_ms
-                rows.append({**stored[query.id], "latency_ms": latency_ms.get(query.id),
-                             "metrics": values.get(query.id, {})})
+                rows.append({**stored[query.id], "pool": len(benchmark.episodes[query.episode_id]),
+                             "latency_ms": latency_ms.get(query.id), "metrics": values.get(query.id, {})})
                 _count(counts, query.excluded)
             continue
         gold_ranks = {q.id: rankings[(split.name, q.id)].ranks_of(tuple(dict.fromkeys(q.gold))) for q in queries}
@@ -227,6 +234,7 @@ def _score(benchmark: Benchmark, rankings: Mapping[tuple[str, str], FrozenRankin
                 "gold": list(query.gold),
                 "gold_ranks": gold_ranks[query.id],
                 "n_returned": len(ranking.memory_ids),
+                "pool": len(text_of),  # the candidate pool: the memories of the query's episode
                 "returned_chars": sum(map(text_of.__getitem__, ranking.memory_ids[:top_n])),
                 "top": list(zip(ranking.memory_ids[:top_n], ranking.scores[:top_n])),  # (id, score) pairs: JSON arrays
                 "latency_ms": latency_ms.get(query.id),

@@ -138,6 +138,7 @@ class Benchmark:
     loader_counts: Mapping[str, int] = field(default_factory=dict)  # dropped / repaired items, by reason
     options: Mapping[str, object] = field(default_factory=dict)  # loader options that shaped the data
     warnings: tuple[str, ...] = ()  # structural anomalies the loader tolerated: printed in the run summary
+    gold_corrections: str | None = None  # sha256 of the gold corrections applied (dataset.gold_labels=corrected)
 
     def __post_init__(self) -> None:
         ids: set[str] = set()
@@ -159,10 +160,13 @@ class Benchmark:
 
     @property
     def data_sha256(self) -> str:
-        """One hash over every input file's hash, in path order."""
+        """One hash over every input file's hash, in path order, and over the gold corrections when some were
+        applied (a corrected benchmark is other data: its runs and models have ids of their own)."""
         import hashlib
 
         digest = hashlib.sha256()
         for f in sorted(self.files, key=lambda f: f.path):
             digest.update(f"{f.path}\0{f.sha256}\n".encode())
+        if self.gold_corrections is not None:
+            digest.update(f"gold corrections\0{self.gold_corrections}\n".encode())
         return digest.hexdigest()

@@ -30,7 +30,7 @@ from typing import Any, Callable, Iterable, Mapping
 
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
-from memrepro.errors import ConfigError, unknown_config_key
+from memrepro.errors import ConfigError, MissingValueError, unknown_config_key
 
 # Allowed device names, mirrored from the modules that use them (importing those would load torch before validation).
 DEVICES = "auto, cpu, cuda or cuda:<n> (cuda only where torch sees a GPU)"
@@ -45,6 +45,7 @@ class Rule:
 
     ok: Callable[[Any], bool]
     allowed: str
+    example: Any = None  # a value it allows, for messages (``retriever.k=1``)
 
 
 def _number(value: Any) -> bool:
@@ -56,34 +57,34 @@ def _integer(value: Any) -> bool:
 
 
 def integer_at_least(low: int) -> Rule:
-    return Rule(lambda v: _integer(v) and v >= low, f"an integer >= {low}")
+    return Rule(lambda v: _integer(v) and v >= low, f"an integer >= {low}", max(low, 1))
 
 
 def integer_in(low: int, high: int, why: str = "") -> Rule:
     return Rule(lambda v: _integer(v) and low <= v <= high,
-                f"an integer in [{low}, {high}]" + (f" ({why})" if why else ""))
+                f"an integer in [{low}, {high}]" + (f" ({why})" if why else ""), low)
 
 
 def number_in(low: float, high: float) -> Rule:
-    return Rule(lambda v: _number(v) and low <= v <= high, f"a number in [{low:g}, {high:g}]")
+    return Rule(lambda v: _number(v) and low <= v <= high, f"a number in [{low:g}, {high:g}]", (low + high) / 2)
 
 
 def number_in_open_closed(low: float, high: float, allowed: str) -> Rule:
     """A number in (low, high]: above ``low``, at most ``high``."""
-    return Rule(lambda v: _number(v) and low < v <= high, allowed)
+    return Rule(lambda v: _number(v) and low < v <= high, allowed, high)
 
 
 def number_above(low: float, inclusive: bool = False) -> Rule:
     return Rule(lambda v: _number(v) and (v >= low if inclusive else v > low),
-                f"a number {'>=' if inclusive else '>'} {low:g}")
+                f"a number {'>=' if inclusive else '>'} {low:g}", low + 1)
 
 
 def one_of(*names: str) -> Rule:
-    return Rule(lambda v: v in names, "one of " + ", ".join(names))
+    return Rule(lambda v: v in names, "one of " + ", ".join(names), names[0] if names else None)
 
 
 def or_null(rule: Rule) -> Rule:
-    return Rule(lambda v: v is None or rule.ok(v), rule.allowed + " or null")
+    return Rule(lambda v: v is None or rule.ok(v), rule.allowed + " or null", rule.example)
 
 
 def _device_name_ok(value: Any) -> bool:
@@ -96,12 +97,13 @@ def distinct_list(item: Rule, what: str, non_empty: bool = True) -> Rule:
     """A list of distinct values, each allowed by ``item`` (``what`` names them): a value listed twice would count
     its data twice (a split seed, a community), so it is refused, not silently doubled."""
     return Rule(lambda v: isinstance(v, list) and (bool(v) or not non_empty) and all(map(item.ok, v))
-                and len(set(v)) == len(v), f"a {'non-empty ' if non_empty else ''}list of distinct {what}")
+                and len(set(v)) == len(v), f"a {'non-empty ' if non_empty else ''}list of distinct {what}",
+                [item.example])
 
 
-DEVICE = Rule(_device_name_ok, DEVICES)
-INTEGER = Rule(_integer, "an integer")
-NAME = Rule(lambda v: isinstance(v, str) and bool(v.strip()), "a name")
+DEVICE = Rule(_device_name_ok, DEVICES, "cpu")
+INTEGER = Rule(_integer, "an integer", 1)
+NAME = Rule(lambda v: isinstance(v, str) and bool(v.strip()), "a name", "a")
 NON_EMPTY_INTEGERS = distinct_list(INTEGER, "integers")
 
 
@@ -157,8 +159,12 @@ def declared_rules(schema: type) -> dict[str, Rule]:
     return out
 
 
-_TYPE_RULES = {bool: Rule(lambda v: isinstance(v, bool), "true or false"), int: INTEGER,
-               float: Rule(_number, "a number"), str: Rule(lambda v: isinstance(v, str), "a string")}
+_TYPE_RULES = {bool: Rule(lambda v: isinstance(v, bool), "true or false", True),
+               int: INTEGER, float: Rule(_number, "a number", 0.5),
+               str: Rule(lambda v: isinstance(v, str), "a string", "text")}
+_LIST_RULES = {int: Rule(lambda v: isinstance(v, list) and all(map(_integer, v)), "a list of integers", [1, 2]),
+               str: Rule(lambda v: isinstance(v, list) and all(isinstance(x, str) for x in v), "a list of names",
+                         ["a", "b"])}
 
 
 def _type_rule(hint: Any) -> Rule | None:
@@ -166,6 +172,33 @@ def _type_rule(hint: Any) -> Rule | None:
     base, nullable = _optional(hint)
     rule = _TYPE_RULES.get(base)
     return or_null(rule) if rule is not None and nullable else rule
+
+
+def expected(schema: type, name: str) -> tuple[str, Any]:
+    """``(what the field name of schema takes, a value it takes)``: the words of its declared rule (else of its
+    type) and its default (else the rule's example), for a message about a value of the wrong type."""
+    hint = _hints(schema)[name]
+    base, nullable = _optional(hint)
+    rule = declared_rules(schema).get(name) or _type_rule(hint)
+    if rule is None and typing.get_origin(base) in (list, typing.List):
+        rule = _LIST_RULES.get((typing.get_args(base) or (None,))[0])
+        rule = or_null(rule) if rule is not None and nullable else rule
+    default = _defaults(schema).get(name)
+    if rule is None:
+        return f"a value of type {getattr(base, '__name__', base)}", default
+    usable = default not in (None, []) and rule.ok(default)
+    return rule.allowed, default if usable else rule.example
+
+
+def as_override(value: Any) -> str:
+    """A value as it is typed in an override (``true``, ``null``, ``[7,11]``)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if value is None:
+        return "null"
+    if isinstance(value, (list, tuple)):
+        return "[" + ",".join(as_override(v) for v in value) + "]"
+    return f"{value:g}" if isinstance(value, float) else str(value)
 
 
 # --------------------------------------------------------------------------------------------- the one walk
@@ -366,12 +399,20 @@ def _validate_devices(cfg: DictConfig, keys: Iterable[str] = ("runtime.device", 
             validate_device(key, value)
 
 
+def check_values_set(cfg: DictConfig) -> None:
+    """Every key without a default is set (:class:`memrepro.errors.MissingValueError` names the first that is not)."""
+    missing = sorted(OmegaConf.missing_keys(cfg))
+    if missing:
+        raise MissingValueError(missing[0])
+
+
 def validate_run_config(cfg: DictConfig) -> None:
     """Every key and range check of a ``run`` config; raises :class:`ConfigError` (an unknown key:
     :class:`memrepro.errors.UnknownNameError`) at the first key or value that is not allowed."""
     from memrepro.config import RunConfig
 
     check_closed_schema(cfg)
+    check_values_set(cfg)
     check_targets(cfg)
     _check_config(cfg, RunConfig)
     validate_metrics(cfg)
@@ -382,6 +423,7 @@ def validate_train_config(cfg: DictConfig) -> None:
     from memrepro.config import TrainConfig
 
     check_closed_schema(cfg)
+    check_values_set(cfg)
     check_targets(cfg)
     _check_config(cfg, TrainConfig)
     _validate_devices(cfg)
@@ -392,6 +434,7 @@ def validate_eval_config(cfg: DictConfig) -> None:
     from memrepro.config import EvalConfig
 
     check_closed_schema(cfg)
+    check_values_set(cfg)
     check_targets(cfg)
     _check_config(cfg, EvalConfig)
     validate_metrics(cfg)

@@ -34,8 +34,10 @@ from hydra.core.global_hydra import GlobalHydra  # noqa: E402
 from omegaconf import MISSING, OmegaConf  # noqa: E402
 
 import memrepro.config  # noqa: E402,F401  (registers every schema)
+from memrepro.config import PathsConfig  # noqa: E402
 from memrepro import validate  # noqa: E402
 from memrepro.experiments import DEFAULT_LIST, PRESET_GROUP, load_experiments  # noqa: E402
+from memrepro.paths import FOLDERS  # noqa: E402
 
 PAGE = REPO / "docs" / "parameters.md"
 CONF = REPO / "conf"
@@ -107,8 +109,21 @@ def _value(value: Any) -> str:
     return yaml.safe_dump(value, default_flow_style=True, width=10_000).strip()
 
 
+FOLDER_DEFAULT = re.compile(r"\$\{memrepro\.folder:(\w+)\}")  # conf/paths/default.yaml
+
+
+def _folder(name: str) -> str:
+    """Where a folder of ``memrepro.paths.FOLDERS`` is: its variable, else its place under the project root."""
+    variable, default = FOLDERS[name]
+    place = f"`{default}`" if default.startswith("~") else f"`{default}/` in the project folder"
+    return f"`${variable}`, else {place}"
+
+
 def _code(value: Any) -> str:
     text = _value(value)
+    folder = FOLDER_DEFAULT.fullmatch(text)
+    if folder:
+        return _folder(folder.group(1))
     return text if text == "required" else f"`{text}`"
 
 
@@ -190,7 +205,7 @@ def _identity(spec: dataclasses.Field, outside: bool) -> str:
 
 
 def _noted(*parts: str) -> str:
-    return _cell("; ".join(part for part in parts if part))
+    return _linked(_cell("; ".join(part for part in parts if part)))
 
 
 def _lookup(tree: Any, key: str) -> Any:
@@ -233,6 +248,8 @@ def _rows(cls: type, prefix: str, notes: dict[str, str], composed: Any = None, g
                              outside=outside or not (validate.in_run_id(spec) or validate.changes_results(spec)))
             continue
         default = _lookup(composed, key) if composed is not None else MISSING
+        if default is MISSING and cls is PathsConfig:  # set by conf/paths/default.yaml, not by the schema
+            default = f"${{memrepro.folder:{spec.name}}}"
         if default is MISSING:
             default = spec.default if spec.default is not dataclasses.MISSING else (
                 spec.default_factory() if spec.default_factory is not dataclasses.MISSING else MISSING)
@@ -373,7 +390,7 @@ def render() -> str:
             "Each option of a config group is one YAML file under `conf/`: it names what it builds on (its Hydra "
             "defaults list) and sets only what differs. [Retrievers](retrievers.md#presets) explains the retriever "
             "presets.", ""]
-    for group in _group_order(p.name for p in CONF.iterdir() if p.is_dir()):
+    for group in _group_order(p.name for p in CONF.iterdir() if p.is_dir() and p.name != "hydra"):  # Hydra's own
         out += _presets(group)
     out += _experiment_presets()
     return "\n".join(out).rstrip() + "\n"

@@ -14,6 +14,9 @@ os.environ.setdefault("TQDM_DISABLE", "1")
 os.environ.setdefault("MEMREPRO_AUTO_DOWNLOAD", "0")  # tests never fetch data unless one opts in (a mirror)
 # the repository's kept runs (results/kept) never reach a test's results folder; tests that keep name their own
 os.environ["MEMREPRO_KEPT_DIR"] = tempfile.mkdtemp(prefix="memrepro-tests-kept-")
+# what a test does not place itself (results, models, logs: memrepro/paths.py) never lands in the checkout: a
+# project folder of the session here, each test's own below (_project_home)
+os.environ["MEMREPRO_HOME"] = tempfile.mkdtemp(prefix="memrepro-tests-home-")
 
 FIXTURES = Path(__file__).parent / "fixtures"
 REPO = Path(__file__).resolve().parents[1]
@@ -49,18 +52,25 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         items.sort(key=lambda item: item.nodeid.split("::", 1)[0] not in MPNET_CACHE_MODULES)  # stable
 
 
+@pytest.fixture(autouse=True)
+def _project_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each test's project folder is its ``tmp_path``: the folders it does not name go there, as they went to the
+    folder a CLI test runs in before they resolved from the project root."""
+    monkeypatch.setenv("MEMREPRO_HOME", str(tmp_path))
+
+
 def _real_data_root() -> Path | None:
     configured = os.environ.get("MEMREPRO_DATA_DIR")
-    candidate = Path(configured) if configured else Path(__file__).resolve().parents[1] / ".." / "shared" / "data"
+    candidate = Path(configured) if configured else REPO / "data"  # the checkout's, as `run` reads it
     return candidate.resolve() if candidate.is_dir() else None
 
 
 @pytest.fixture(scope="session")
 def real_data_dir() -> Path:
-    """The real benchmark folder (``$MEMREPRO_DATA_DIR`` or ``../shared/data``); the test skips when absent."""
+    """The real benchmark folder (``$MEMREPRO_DATA_DIR``, else the checkout's ``data/``); the test skips when absent."""
     root = _real_data_root()
     if root is None:
-        pytest.skip("real benchmark data not found (set MEMREPRO_DATA_DIR or place it at ../shared/data)")
+        pytest.skip("real benchmark data not found (set MEMREPRO_DATA_DIR or place it in the checkout's data/)")
     return root
 
 
@@ -103,9 +113,11 @@ def composed_run_config(overrides: list[str]) -> dict:
     from hydra import compose, initialize_config_dir
     from omegaconf import OmegaConf
 
-    import memrepro.config  # noqa: F401  (registers the schemas and the presets)
+    import memrepro.config  # noqa: F401  (registers the schemas)
+    from memrepro.experiments import register_presets
     from memrepro.paths import CONFIG_DIR
 
+    register_presets()
     with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base=None):
         return OmegaConf.to_container(compose("config", overrides=overrides), resolve=True)
 

@@ -14,14 +14,14 @@ PACKAGE = Path(__file__).resolve().parents[1] / "memrepro"
 
 # Lowest first. A unit is a top-level folder (a subpackage) or module of memrepro.
 LAYERS: tuple[frozenset[str], ...] = tuple(frozenset(layer) for layer in (
-    {"errors", "types", "limits", "paths", "provenance", "reference", "hydra_internals", "files"},
+    {"errors", "types", "limits", "paths", "provenance", "reference", "hydra_internals", "files", "logs", "options"},
     {"datasets", "models", "evaluation", "search"},
     {"artifacts"},  # trained-model resolution, below the retrievers that hold it and the trainers that subclass it
     {"retrievers"},
     {"training"},
-    {"runner", "stages", "runs", "export", "report", "experiments"},
+    {"runner", "stages", "runs", "export", "report", "experiments", "checks"},
     {"tables"},
-    {"cli", "__main__", "__init__", "api", "compare"},
+    {"cli", "__main__", "__init__", "api", "compare", "site", "sweep"},
 ))
 # The config schemas name code of every layer and the validation rules are read by every layer (and read the
 # schemas back): both sit outside the order.

@@ -71,6 +71,8 @@ def test_bench_sweep_on_the_fixture(sweeper: str, tmp_path: Path, fixtures_dir: 
                 tmp_path, fixtures_dir)
     assert out.stdout.startswith(f"2 points, wall") and f"sweeper {sweeper}" in out.stdout, out.stdout
     assert "| retrieval (batched) |" in out.stdout
+    # the summary at the end of the sweep, timed (memrepro's sweeper writes it; Hydra's basic one does not)
+    assert ("| later calls (40 points) |" in out.stdout) == (sweeper == "memrepro"), out.stdout
 
 
 @pytest.mark.real_model

@@ -82,6 +82,22 @@ def test_multirun_sweep(tmp_path: Path, fixtures_dir: Path) -> None:
                    data_dir=fixtures_dir)
     assert out.returncode == 0, out.stderr
     assert len(list((tmp_path / "results").rglob(COMPLETE))) == 2
+    # its first line, before any point loads anything: how many points, over what, and what they share
+    assert out.stdout.splitlines()[0] == ("sweep: 2 points (retriever.k: 2); run one after another in this process: "
+                                          "they share each dataset and encoder, loaded once, and their vectors and "
+                                          "index, encoded and built once")
+    # one summary table at the end (swept parameter x primary metrics), written beside the sweep's logs; each
+    # point says one line, not its full table
+    assert out.stdout.count("| k ") == 1 and out.stdout.count("| rows ") == 0
+    summary = out.stdout[out.stdout.index("sweep summary (2 points)"):]
+    assert [line.split("|")[1].strip() for line in summary.splitlines() if line.startswith("| ")][1:] == ["1", "3"]
+    [sweep_dir] = [p.parent for p in (tmp_path / "logs").rglob("multirun.yaml")]
+    assert (sweep_dir / "sweep.md").read_text().count("\n| ") == 3  # header, two points
+    assert (sweep_dir / "sweep.csv").read_text().startswith("retriever.k,recall_list@10,")
+
+    again = memrepro("run", "-m", "retriever=familiarity", "retriever.k=1,3", TWO, *FAST, tmp=tmp_path,
+                     data_dir=fixtures_dir)
+    assert again.returncode == 0 and again.stdout.count("skipped (complete)") == 2  # skipped points are rows too
 
 
 def test_missing_data_is_one_clear_error(tmp_path: Path) -> None:

@@ -159,9 +159,11 @@ def test_every_shipped_config_passes_the_range_checks() -> None:
 
     overrides = ([f"retriever={name}" for name in options("retriever")] + [f"dataset={name}" for name in
                  options("dataset")] + [f"encoder={name}" for name in options("encoder")])
+    required = {"retriever=external": ["retriever.target=my_pkg.MyRetriever"]}  # a key the option leaves to the user
     with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
         for override in overrides:  # a preset outside its own ranges is a bug
-            validate_run_config(compose(config_name="config", overrides=[override, "runtime.device=cpu"]))
+            validate_run_config(compose(config_name="config", overrides=[override, "runtime.device=cpu",
+                                                                         *required.get(override, [])]))
 
 
 @pytest.mark.parametrize("override,key", [

@@ -4,6 +4,7 @@ whose composed settings equal the entry's; deltas, significance marks, cost rati
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -14,9 +15,10 @@ from conftest import composed_run_config, mark_complete, run_record
 from memrepro.experiments import load_experiments
 from memrepro.runs.identity import algorithm_versions
 from memrepro.tables.conditions import table_rows
-from memrepro.tables.convmemory import (FULLPOOL_REASON, ablation_table, calibration_table, cost_notes, main_table,
-                                         reproduction_cells, select)
-from memrepro.tables.runs import complete_runs
+from memrepro.tables.convmemory import (FULLPOOL_REASON, ROW_NAMES, _short, ablation_table, calibration_table,
+                                         cost_notes, main_table, recipe_notes, reproduction_cells, row_label, select)
+from memrepro.tables.naming import MAX_LABEL
+from memrepro.tables.runs import Run, complete_runs
 
 M = "convmemory.headline_locomo.methods."
 LOCOMO = ["dataset=locomo", "encoder=mpnet"]
@@ -140,26 +142,57 @@ def test_rows_are_the_declared_conditions_in_order_with_their_runs(tables: dict[
     assert "+experiment=v1" in tables["warnings"][0]
 
 
+def _tags(cell: str) -> str:
+    """The protocol-check tags a cell carries (``"D,N,S"`` of ``"0.6250 ± 0.0100 * [D,N,S]"``)."""
+    found = re.search(r" \[([A-Z,]+)\]$", cell)
+    return found.group(1) if found else ""
+
+
+def _untagged(cell: str) -> str:
+    return re.sub(r" \[[A-Z,]+\]$", "", cell)
+
+
 def test_main_table_deltas_labels_and_missing_rows(tables: dict[str, Any]) -> None:
     main = main_table(tables["selected"], resamples=500).set_index("method")
-    assert list(main.index)[:2] == ["raw dense (MPNet)", "ConvMemory v1, per-seed retrained, dense-cosine teacher"]
-    v1_row = main.loc["ConvMemory v1, per-seed retrained, dense-cosine teacher"]
-    assert v1_row["FULL MRR"].endswith(" *") and v1_row["model"] == "v1: per-seed retrained, dense-cosine teacher [abc]"
-    cascade_row = main.loc["v1 + v2 cascade (v1: per-seed retrained, dense-cosine teacher; our CE, v2 recipe "
-                           "(cross_encoder=trained))"]
+    assert list(main.index)[:2] == ["raw dense (MPNet)", "v1, dense-cosine teacher"]
+    v1_row = main.loc["v1, dense-cosine teacher"]
+    assert _untagged(v1_row["FULL MRR"]).endswith(" *")
+    assert v1_row["model"] == "v1: per-seed retrained, dense-cosine teacher [abc]"
+    cascade_row = main.loc["v1 + v2 cascade, CE trained"]
     assert cascade_row["ΔMRR vs v1 [95% CI], p"].startswith("-0.0833")  # against its own first stage, paired
-    assert main.loc["v2 cascade over raw dense (our CE, v2 recipe (cross_encoder=trained))", "FULL MRR"].endswith(" *")
-    assert not main.loc["raw dense (MPNet)", "FULL MRR"].endswith("*")
-    pool_rows = [m for m in main.index if m.startswith("full-pool cross-encoder (top-500) (our CE")]
-    assert pool_rows == ["full-pool cross-encoder (top-500) (our CE, v2 recipe, head_lr=0.001, lr=0.0001 "
-                         "(cross_encoder=trained_head_lr), trained on dense's top lists) (seeds 7 only)",
-                         "full-pool cross-encoder (top-500) (our CE, v2 recipe (cross_encoder=trained), trained on "
-                         "dense's top lists)"]
+    over_dense = main.loc["v2 cascade over raw dense, CE trained"]
+    assert _untagged(over_dense["FULL MRR"]).endswith(" *")
+    assert not _untagged(main.loc["raw dense (MPNet)", "FULL MRR"]).endswith("*")
+    # the protocol check: the fixture's runs read another file than the paper's ([D]) with fewer queries ([N])
+    assert {"D", "N"} <= set(_tags(over_dense["FULL MRR"]).split(","))
+    pool_rows = [m for m in main.index if m.startswith("full pool (top-500)")]
+    assert pool_rows == ["full pool (top-500), CE trained_head_lr (seed 7)", "full pool (top-500), CE trained"]
     assert main.loc[pool_rows[1], "model"] == "CE: seed{…} (fine-tuned by memrepro from MiniLM)"  # one per seed
     assert main.loc["full-pool cross-encoder (top-500), published model", "FULL MRR"].startswith("not run: mixedbread")
     assert main.loc["ConvMemory v1, published checkpoint (leaks on 4 of 5 seeds)", "FULL MRR"].startswith("not run")
     assert main.loc["ConvMemory v1, published checkpoint (leaks on 4 of 5 seeds)",
                     "paper (R@10 / MRR / H@1 / Hit@10)"] == "0.7798 / 0.5824 / 0.4440 / 0.8350"
+    assert max(map(len, main.index)) <= MAX_LABEL
+
+
+def test_rows_named_from_runs_are_short_with_the_full_recipe_in_the_legend(tables: dict[str, Any]) -> None:
+    legend = recipe_notes(tables["selected"])
+    assert legend[0].startswith(ROW_NAMES)
+    assert "v1 + v2 cascade, CE trained: v1 + v2 cascade (v1: per-seed retrained, dense-cosine teacher; our CE, v2 " \
+           "recipe (cross_encoder=trained))" in legend
+    assert "full pool (top-500), CE trained_head_lr (seed 7): full-pool cross-encoder (top-500) (our CE, v2 " \
+           "recipe, head_lr=0.001, lr=0.0001 (cross_encoder=trained_head_lr), trained on dense's top lists)" in legend
+    assert not any(note.startswith("raw dense (MPNet)") for note in legend)  # a declared label is its own name
+    # a recipe no preset names: its knobs, cut to fit a screen (the legend keeps it whole)
+    run = next(r for r in tables["selected"]["main"] if r.name == "cascade_v1").run
+    config = {**run.retriever, "cross_encoder": {**run.retriever["cross_encoder"], "recipe": {
+        **run.retriever["cross_encoder"]["recipe"], "lr": 0.003, "max_length": 512, "protected": 20, "epochs": 3,
+        "weight_decay": 0.1, "batch_records": 16}}}
+    long = Run(run.folder)
+    long.__dict__["retriever"] = config  # the cached property, as another recipe's run would have it
+    label = row_label(_short(long), long)
+    assert len(label) <= MAX_LABEL and label.startswith("v1 + v2 cascade, CE v2 recipe, batch_records=16, ")
+    assert label.endswith("…")
 
 
 def test_cost_notes_pair_each_pool_with_the_cascade_of_its_models(tables: dict[str, Any]) -> None:
@@ -192,10 +225,8 @@ def test_reproduction_cells_carry_the_declared_reference(tables: dict[str, Any])
     assert cells[("convmemory_locomo", "raw dense (MPNet)", "Hit@10")].verdict == "FAIL"  # 0.6 vs 0.5894
     published = cells[("convmemory_locomo", "full-pool cross-encoder (top-500), published model", "R@10")]
     assert published.verdict.startswith("missing: mixedbread-ai")
-    trained = ("full-pool cross-encoder (top-500) (our CE, v2 recipe (cross_encoder=trained), trained on dense's top "
-               "lists)")
-    assert cells[("convmemory_locomo", trained, "R@10")].verdict == FULLPOOL_REASON
-    one_seed = [c for (t, row, col), c in cells.items() if "(cross_encoder=trained_head_lr), trained on" in row
+    assert cells[("convmemory_locomo", "full pool (top-500), CE trained", "R@10")].verdict == FULLPOOL_REASON
+    one_seed = [c for (t, row, col), c in cells.items() if row == "full pool (top-500), CE trained_head_lr"
                 and col == "R@10"]
     assert [c.verdict for c in one_seed] == [FULLPOOL_REASON + " (seeds 7 only)"]  # never read as a 5-seed mean
     assert not any(key[1].startswith("v2 cascade over raw dense") for key in cells)  # no reference declared

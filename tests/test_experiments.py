@@ -123,6 +123,7 @@ def test_cli_only_selects_by_table(capsys: pytest.CaptureFixture) -> None:
     ({"table": "t", "colour": "red"}, "paper cell #0: unknown field(s) ['colour']"),
     ([{"table": "t"}, {"table": "t", "label": 3}], "paper cell #1: field(s) ['label'] must be text"),
     ({"table": "t", "row": "nobody"}, "paper row 'nobody' is not an entry with a cell in table 't'"),
+    ({"table": "t", "label": "x" * 61}, "paper cell #0: label 'xxxxx"),  # a row label fits on a screen
 ])
 def test_malformed_paper_cells_are_refused(tmp_path: Path, paper: object, message: str) -> None:
     path = _write(tmp_path, {"experiments": [{"name": "a", "overrides": [], "paper": paper}]})

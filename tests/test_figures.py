@@ -37,7 +37,7 @@ def make_run(results: Path, *, dataset: str = "personabench", retriever: str = "
     folder = results / "runs" / dataset / retriever / encoder / run_id
     folder.mkdir(parents=True)
     config = {
-        "dataset": {"_target_": f"fake.{dataset}", "data_dir": "../shared/data", "noise": "0.0",
+        "dataset": {"_target_": f"fake.{dataset}", "data_dir": "data", "noise": "0.0",
                     **(dataset_options or {})},
         "retriever": {"_target_": f"fake.{retriever}", "engine": "faithful", "k": 10, "beam": 3, "fanout": 1,
                       "alpha": 0.5, "tau": 0.2, "rounds": 10, "chunk_bytes": 268435456,

@@ -47,6 +47,21 @@ def test_each_private_name_has_the_shape_the_adapter_calls():
                                                                        "kv_sep"}
     for method in ("setup", "validate_batch_is_legal", "sweep"):
         assert callable(getattr(hydra_internals.basic_sweeper(), method))
+    from hydra._internal.hydra import Hydra
+
+    # mode_from_command_line replaces get_mode; _run_app takes its None as "the command line's mode"
+    assert list(inspect.signature(Hydra.get_mode).parameters) == ["self", "config_name", "overrides"]
+    assert "if mode is None:" in inspect.getsource(utils._run_app)
+
+
+def test_the_mode_comes_from_the_command_line_unless_it_sets_hydra_mode(monkeypatch):
+    from hydra._internal.hydra import Hydra
+
+    asked = []
+    monkeypatch.setattr(Hydra, "get_mode", lambda self, config_name, overrides: asked.append(overrides) or "RUN")
+    hydra_internals.mode_from_command_line()
+    assert Hydra.get_mode(None, "config", ["retriever.k=3"]) is None and asked == []  # no composition
+    assert Hydra.get_mode(None, "config", ["hydra.mode=MULTIRUN"]) == "RUN" and asked == [["hydra.mode=MULTIRUN"]]
 
 
 def test_locate_resolves_a_target_and_refuses_a_missing_one():

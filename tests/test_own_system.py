@@ -461,12 +461,14 @@ def test_compare_uses_the_tables_bootstrap_and_refuses_mismatches(two_runs, tmp_
     frame = compare([load_run(dense), load_run(bm25)], ["mrr"], by="category", resamples=2000)
     expected = paired_bootstrap(load_run(bm25).per_unit("mrr"), load_run(dense).per_unit("mrr"), resamples=2000)
     overall = frame[frame["queries"] == "all"].iloc[0]
+    assert (overall["baseline"], overall["run"]) == ("dense", "bm25")  # named by what differs, never by hash
     assert overall["Δ"].startswith(f"{expected.delta:+.4f}") and overall["p"] == expected.p_text()
     categories = frame[frame["queries"] != "all"]
     assert categories["n"].sum() == expected.n
 
     out = memrepro("compare", str(dense), str(bm25), "--metric", "mrr", "--latex", tmp=tmp, data_dir=fixtures_dir)
     assert out.returncode == 0 and "\\toprule" in out.stdout and "paired bootstrap" in out.stdout
+    assert f"Runs: dense = {dense}; bm25 = {bm25}" in out.stdout  # which folder each name stands for
 
     # other data (the 10-conversation fixture file) and other query units (fewer seeds) are refused, named
     other_data = memrepro("run", "retriever=dense", *FAST, "dataset.allow_unverified=true", tmp=tmp_path,
@@ -525,9 +527,48 @@ def test_leaderboard_cells_are_the_runs_numbers(two_runs) -> None:
     cells = dict(zip(frame["retriever"], frame["LoCoMo MRR"]))
     summary = metrics_of(bm25)["summary"]
     delta = paired_bootstrap(runs[1].per_unit("mrr"), runs[0].per_unit("mrr"), resamples=2000)
-    assert cells["bm25"].startswith(f"{summary['split_mean']['mrr']:.4f} ± {summary['split_std']['mrr']:.4f} "
-                                    f"(Δ {delta.delta:+.4f}")
+    assert cells["bm25"].startswith(f"{summary['split_mean']['mrr']:.4f} ± {summary['split_std']['mrr']:.4f} ")
+    assert f"(Δ {delta.delta:+.4f}" in cells["bm25"]
     assert " ms" in cells["bm25"] and "Δ" not in cells["dense"] and cells["rfmem"] == "n/a"
+    # the fixture file is not the paper's (a data variant) and holds fewer questions (a subset): tagged, explained
+    assert "[D,N]" in cells["bm25"] and any(note.startswith("[D] data-variant") for note in notes)
+    ranks = dict(zip(frame["retriever"], frame["LoCoMo MRR: rank"]))
+    assert sorted(ranks[r][:1] for r in ("dense", "bm25")) in (["1", "2"], ["1", "t"])  # ranked, or tied
+    assert any(note.startswith("LoCoMo MRR: best") and "minimum detectable difference" in note for note in notes)
+    assert not any(re.match(r"LoCoMo MRR: \w+ = ", note) for note in notes)  # each row is the retriever it names
+    # a row that stands for another retriever says which, by name (never a run id)
+    stand_in = Column("stand-in", "locomo", "mrr", {"dense": Setting(("bm25",), {"mode": "full"})})
+    _, notes = leaderboard(runs, "fake-bow-64d", resamples=200, columns=[stand_in])
+    assert "stand-in: dense = bm25 (fake-bow-64d)" in notes  # a lone run: retriever (encoder)
+
+
+@pytest.mark.integration
+def test_compare_gives_the_mdd_says_not_distinguishable_and_prints_findings_first(two_runs,
+                                                                                 fixtures_dir: Path) -> None:
+    from memrepro.compare import compare, load_run
+    from memrepro.evaluation.power import minimum_detectable_difference
+
+    tmp, dense, bm25 = two_runs
+    a, b = load_run(dense), load_run(bm25)
+    row = compare([a, b], ["mrr"], resamples=2000).iloc[0]
+    power = minimum_detectable_difference(b.per_unit("mrr"), a.per_unit("mrr"))
+    test = paired_bootstrap(b.per_unit("mrr"), a.per_unit("mrr"), resamples=2000)
+    assert row["MDD"] == f"{power.mdd:.4f}"
+    assert row["verdict"] == ("" if test.significant or power.detects(test.delta)
+                              else f"not distinguishable at n = {power.n:,}")
+    same = compare([a, a], ["mrr"], resamples=2000).iloc[0]
+    assert same["verdict"] == f"not distinguishable at n = {len(a.per_unit('mrr')):,}"
+    out = memrepro("compare", str(dense), str(bm25), "--metric", "mrr", tmp=tmp, data_dir=fixtures_dir)
+    assert out.returncode == 0 and out.stdout.startswith("finding ")
+    table = out.stdout.index("| baseline")  # the findings come above the numbers
+    for code in ("data-variant", "subset", "cutoff-at-pool"):  # another file, fewer queries, pools of ≤ 10 turns
+        assert out.stdout.index(f"finding {code}: ") < table
+    shown = sorted(set(re.findall(r"^finding ([a-z-]+):", out.stdout, re.M)))
+    quiet = memrepro("compare", str(dense), str(bm25), "--metric", "mrr", *[a for c in shown for a in ("--ignore", c)],
+                     tmp=tmp, data_dir=fixtures_dir)
+    assert quiet.stdout.startswith("(6 finding(s) not shown: ignored ") and "finding " not in quiet.stdout
+    refused = memrepro("compare", str(dense), str(bm25), "--ignore", "subsets", tmp=tmp, data_dir=fixtures_dir)
+    assert refused.returncode == 2 and refused.stderr.count("\n") == 1 and "valid: cutoff-at-pool" in refused.stderr
 
 
 # ------------------------------------------------------------------------------------------------ §5 export

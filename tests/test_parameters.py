@@ -195,7 +195,7 @@ def test_the_run_id_leaves_out_what_the_declarations_say_and_nothing_else() -> N
         "engine", "chunk_bytes", "latency_scope"}
     assert set(SOURCE_SETTINGS) == {"data_dir", "device", "show_progress", "batch_size", "allow_unverified"}
     assert set(RUN_SETTINGS) == {"paths", "runtime", "latency", "overwrite", "hydra", "first_stage", "cross_encoder",
-                                 "arm", "run_file", "condition"}
+                                 "arm", "run_file", "condition", "checks"}
     retriever = semantic_config(_composed("retriever=rfmem"))["retriever"]
     assert retriever["engine"] == "faithful" and not {"chunk_bytes", "latency_scope"} & set(retriever)
 

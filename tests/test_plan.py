@@ -47,7 +47,7 @@ def paths(fixture_paths: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 @pytest.fixture()
 def offline_base(monkeypatch: pytest.MonkeyPatch) -> None:
     """The cross-encoder's base model is only named here (nothing in these tests loads it)."""
-    monkeypatch.setattr(TrainedCrossEncoders, "base", lambda self: ("unused", "test-base"))
+    monkeypatch.setattr(TrainedCrossEncoders, "base", lambda self, verify=False: ("unused", "test-base"))
 
 
 def test_the_plan_is_printed_once_before_training_with_a_line_per_model_and_the_total(
@@ -128,7 +128,12 @@ def test_dry_run_and_train_plan_train_nothing_and_write_no_run_folder(tmp_path: 
     assert "  seed 11: convmemory_v1, train on 3 questions" in plan.stdout
     assert "  total: 2 models to train, about 1 min; 0 ready" in plan.stdout
     assert "training convmemory_v1" not in plan.stdout and "models under" not in plan.stdout
-    assert not (tmp_path / "models").exists() and not (tmp_path / "results").exists()
+    sweep = _cli("run", "-m", "--dry-run", *common, "dataset.seeds=[7],[11]", *TINY_V1, tmp=tmp_path,
+                 data_dir=fixtures_dir)
+    assert sweep.returncode == 0, sweep.stderr[-2000:]
+    assert sweep.stdout.count(" would be computed into ") == 2
+    # nothing at all: no run or model folder, and no Hydra output folder (.hydra/, run.log, multirun.yaml) either
+    assert sorted(tmp_path.rglob("*")) == []
 
 
 class Stop(Exception):

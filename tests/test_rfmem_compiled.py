@@ -2,7 +2,7 @@
 input checks, its scikit-learn KMeans replay, its faithful-engine fallback, its probe, and its agreement with the
 faithful engine on random pools at the benchmark settings.
 
-Spec: ``../shared/specs/retrievers.md`` §3. The scenarios both engines must answer alike are in
+The engines: docs/retrievers.md#engines. The scenarios both engines must answer alike are in
 ``test_rfmem_engines.py`` (parametrised over the engines); the random pools are its.
 """
 

@@ -1,11 +1,11 @@
 """Engine conformance: every Recollection engine (``faithful``, ``compiled``) answers the same questions the same way.
 
-Spec: ``../shared/specs/retrievers.md`` §3. Hand-checkable cases use 3-d vectors whose clusters are obvious; the
-other cases use seeded random pools, and where an expectation is not hand-checkable the faithful engine (the
-reference that mirrors the official code) is the expectation. The compiled engine replays the faithful one step
-for step except for summation order, so agreement is expected on every query here (a ranking could only differ at
-a float32 near-tie). Engine-specific internals (the compiled engine's KMeans replay and its fallback) are tested in
-``test_rfmem_compiled.py``.
+The algorithm: docs/retrievers.md#recollection; the engines: docs/retrievers.md#engines. Hand-checkable cases use
+3-d vectors whose clusters are obvious; the other cases use seeded random pools, and where an expectation is not
+hand-checkable the faithful engine (the reference that mirrors the official code) is the expectation. The compiled
+engine replays the faithful one step for step except for summation order, so agreement is expected on every query
+here (a ranking could only differ at a float32 near-tie). Engine-specific internals (the compiled engine's KMeans
+replay and its fallback) are tested in ``test_rfmem_compiled.py``.
 """
 
 from __future__ import annotations

@@ -1,10 +1,10 @@
 """RF-Mem Table 2 (PersonaBench, all-mpnet-base-v2), reproduced to 4 decimals by the real CLI, engine=faithful.
 
-Spec ``../shared/specs/retrievers.md`` §11: the official PersonaBench code, run unchanged with the settings in
-the ``*_table2_*`` presets, reproduces the paper's Recollection R@5 / R@10 and RF-Mem R@5 rows exactly; RF-Mem
-R@10 is not reproducible (the closest settings differ in Social Info and Overall), and the released run.sh
+As docs/retrievers.md#personabench-table-2-settings says: the official PersonaBench code, run unchanged with the
+settings in the ``*_table2_*`` presets, reproduces the paper's Recollection R@5 / R@10 and RF-Mem R@5 rows exactly;
+RF-Mem R@10 is not reproducible (the closest settings differ in Social Info and Overall), and the released run.sh
 settings give other numbers. Paper numbers are read from the project's reference file; the numbers that are
-*not* the paper's (official-code output quoted in §11, and §11's routing count) are written here, labelled.
+*not* the paper's (the official code's output at other settings, and its routing count) are written here, labelled.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ PAPER = "rfmem.table_2.models.all-mpnet-base-v2"
 # metrics.json category codes → the reference file's column names
 CATEGORIES = {"Basic_information_easy": "basic_info", "Social_easy": "social_info", "Preference_easy": "pref_easy",
               "Preference_hard": "pref_hard"}
-# The official code's output at settings that do not reproduce the paper (spec §11), in reference-file columns.
+# The official code's output at settings that do not reproduce the paper, in reference-file columns.
 OFFICIAL_RFMEM_R10_CLOSEST = {"basic_info": 0.5955, "social_info": 0.4365, "pref_easy": 0.6378, "pref_hard": 0.5463,
                               "overall": 0.5549}
 OFFICIAL_RUN_SH_OVERALL = {("recollection", 5): 0.3861, ("recollection", 10): 0.5105, ("rfmem", 5): 0.3809,
@@ -76,7 +76,7 @@ def test_table2_mpnet_rows(tmp_path: Path, real_data_dir: Path, mpnet_installed:
         metrics, rows = _run(tmp_path, real_data_dir, preset, f"retriever={preset}")
         assert metrics["retriever"]["engine"] == "faithful"
         assert _cells(metrics) == pytest.approx(_paper(method, k), abs=1e-9), preset
-        if method == "rf_mem":  # spec §11's count from the official code (paper Table 17 says 15 / 248)
+        if method == "rf_mem":  # the official code's count (paper Table 17 says 15 / 248)
             routes = Counter(row["trace"]["path"] for row in rows)
             assert (routes["familiarity"], routes["recollection"]) == (148, 115)
             assert {p: v["n"] for p, v in metrics["routing"].items()} == {"familiarity": 148, "recollection": 115}

@@ -161,7 +161,9 @@ def _compose(*overrides: str):
     from hydra.utils import instantiate
 
     import memrepro.config  # noqa: F401  (registers the schemas)
+    from memrepro.experiments import register_presets
 
+    register_presets()
     conf = Path(__file__).resolve().parents[1] / "conf"
     with initialize_config_dir(config_dir=str(conf), version_base=None):
         return instantiate(compose("config", overrides=list(overrides)).retriever)
@@ -171,7 +173,9 @@ def _compose_config(*overrides: str):
     from hydra import compose, initialize_config_dir
 
     import memrepro.config  # noqa: F401  (registers the schemas)
+    from memrepro.experiments import register_presets
 
+    register_presets()
     conf = Path(__file__).resolve().parents[1] / "conf"
     with initialize_config_dir(config_dir=str(conf), version_base=None):
         return compose("config", overrides=list(overrides))

@@ -124,7 +124,8 @@ def test_the_report_leaves_out_a_kept_run_whose_record_was_edited(fixture_paths:
     copy = kept.keep(run_locomo("dataset.seeds=[7]").folder)
     _edit_metric(copy)
     assert kept_runs_table(fixture_paths / "kept").empty
-    assert f"{copy / 'metrics.json'}: differs from the kept manifest" in capsys.readouterr().err
+    said = capsys.readouterr().err
+    assert f"{copy / 'metrics.json'}: does not hold the metrics.json the kept manifest records" in said
 
 
 @pytest.mark.integration

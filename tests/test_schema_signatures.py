@@ -17,7 +17,7 @@ from memrepro.hydra_internals import locate
 
 # Fields a run takes off a node before it builds the code (so the code has no such parameter), and the line of
 # memrepro/stages.py that does it: the exemption ends when the field is no longer taken off.
-TAKEN_BY_THE_RUNNER = {"allow_unverified": 'plain.pop("allow_unverified"'}
+TAKEN_BY_THE_RUNNER = {"allow_unverified": 'plain.pop("allow_unverified"', "gold_labels": 'plain.pop("gold_labels"'}
 
 
 def test_each_field_the_runner_takes_off_is_still_taken_off() -> None:

@@ -55,6 +55,8 @@ def test_submitit_local_sweep_runs_skips_and_resumes(tmp_path: Path, fixtures_di
     _, logs = launch(tmp_path, fixtures_dir, "first")
     outputs = job_outputs(logs)
     assert all("Job completed successfully" in o and "\ndone: " in o for o in outputs), outputs
+    [summary] = logs.glob("multirun/*/*/sweep.csv")  # the points' outcomes came back from their processes
+    assert summary.read_text().count("\n") == 3
     folders = run_folders(tmp_path)
     assert len(folders) == 2 and all(f.parts[-4:-1] == ("locomo", "familiarity", "fake-bow-64d")
                                      for f in folders.values())
@@ -78,7 +80,8 @@ def test_submitit_local_sweep_runs_skips_and_resumes(tmp_path: Path, fixtures_di
     _, logs = launch(tmp_path, fixtures_dir, "resume")
     outputs = job_outputs(logs)
     assert sorted("skipped (already complete)" in o for o in outputs) == [False, True], outputs
-    assert sum(f"done: {folders[lost]}" in o for o in outputs) == 1
+    # printed relative to the folder the jobs run in (the launch's working directory)
+    assert sum(f"done: {folders[lost].relative_to(tmp_path)}" in o for o in outputs) == 1
     assert run_folders(tmp_path) == folders
     after = snapshot(folders)
     assert after[kept] == before[kept]

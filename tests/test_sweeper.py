@@ -30,6 +30,9 @@ JOBS = {
 
 @pytest.fixture(scope="module")
 def loader():
+    from memrepro.experiments import register_presets
+
+    register_presets()  # as a command line that picks +experiment=<name> does
     GlobalHydra.instance().clear()
     with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"):
         yield GlobalHydra.instance().config_loader()

@@ -2,7 +2,9 @@
 job's config composed once per set of config-group choices instead of twice per job, the config a batch's
 validation built handed to its launch instead of being built again, and every job's config checked
 (:func:`memrepro.validate.validate_command_config`) before the first job runs, so that a bad value in a sweep
-stops it before anything is computed, not when its point comes.
+stops it before anything is computed, not when its point comes. At the end, the sweep summary
+(:mod:`memrepro.sweep`): one table of the swept parameters and the primary metrics, printed and written as
+``sweep.md`` / ``sweep.csv`` in the sweep folder.
 
 Why: Hydra composes every job's config from the YAML files, once to validate the batch and once to launch it
 (about 0.3 s each here), while a point of an RF-Mem α × τ sweep retrieves in about 0.07 s; composition was most
@@ -18,8 +20,10 @@ Lives in ``hydra_plugins`` because Hydra only instantiates sweepers from that pa
 
 
 import copy
+import math
 from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
 
 from hydra.core.config_store import ConfigStore
@@ -107,6 +111,32 @@ class ComposeOnceLoader:
 
 
 class ComposeOnceSweeper(basic_sweeper()):  # the class Hydra's discovery made
+    def sweep(self, arguments: List[str]) -> Any:
+        """The plan line, Hydra's sweep, then the sweep summary (:mod:`memrepro.sweep`) of the points that returned
+        a run."""
+        from memrepro.sweep import summarize
+
+        print(self.plan(arguments), flush=True)  # before the first point loads anything (seconds, minutes)
+        returns = super().sweep(arguments)
+        summarize([(job.overrides, job.return_value) for batch in returns for job in batch],
+                  Path(self.config.hydra.sweep.dir))
+        return returns
+
+    def plan(self, arguments: List[str]) -> str:
+        """``sweep: 20 points (retriever.recollection.alpha: 5 × retriever.gate.tau: 4); ...``: how many points,
+        over which values, and what they share."""
+        params = [f"{key}={value}" for key, value in (self.params or {}).items()] + list(arguments)
+        swept = [(o.get_key_element(), len(list(o.sweep_string_iterator())))
+                 for o in OverridesParser.create().parse_overrides(params) if o.is_sweep_override()
+                 and o.is_discrete_sweep()]
+        points = math.prod(n for _, n in swept)
+        axes = f" ({' × '.join(f'{key}: {n}' for key, n in swept)})" if swept else ""
+        launcher = type(self.launcher).__name__
+        shared = ("run one after another in this process: they share each dataset and encoder, loaded once, and "
+                  "their vectors and index, encoded and built once" if launcher == "BasicLauncher" else
+                  f"launched by {launcher}, each in its own process (they share the embedding cache)")
+        return f"sweep: {points} point{'s' if points != 1 else ''}{axes}; {shared}"
+
     def setup(self, *, hydra_context: HydraContext, task_function: TaskFunction, config: DictConfig) -> None:
         context = HydraContext(config_loader=ComposeOnceLoader(hydra_context.config_loader),
                                callbacks=hydra_context.callbacks)

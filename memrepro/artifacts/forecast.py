@@ -3,6 +3,8 @@ units a stage reads (dev questions, records) times the per-unit seconds each mod
 
 from __future__ import annotations
 
+import os
+import sys
 from dataclasses import dataclass
 from typing import Any
 
@@ -16,9 +18,13 @@ def duration(seconds: float) -> str:
 
 
 def cpu_threads() -> int:
-    import torch
-
-    return max(1, torch.get_num_threads())
+    """The CPU threads torch computes with: its own count once it is loaded (``runtime.torch_threads`` sets it),
+    else the CPUs this process may use (what a plan printed before anything is computed names, without loading
+    torch)."""
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        return max(1, torch.get_num_threads())
+    return max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
 
 
 def where(device: str) -> str:

@@ -34,6 +34,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from memrepro.artifacts.forecast import PlanStep, cpu_threads, where
+from memrepro.artifacts.published import trained_on as published_trained_on
 from memrepro.errors import EXIT_BAD_INPUT, MemreproError
 from memrepro.models.cross_encoder import TRAINING_INFO
 from memrepro.provenance import config_hash
@@ -133,6 +134,9 @@ class PerSeedArtifact(ABC):
         self.context: TrainingContext | None = None
         self._loaded: dict[Any, Any] = {}
         self.resolved: dict[str, str] = {}  # split name -> how the model was found (for describe())
+        # split name -> the conversations that split's model was trained on (None: unknown), for describe(): the
+        # protocol check names a model scored on conversations it saw (memrepro.checks)
+        self.trained_on: dict[str, list[str] | None] = {}
         self._verified: set[tuple[Path, str]] = set()  # (folder, identity hash) verified in this process
 
     # -- what subclasses provide -----------------------------------------------------------------------------------
@@ -245,6 +249,8 @@ class PerSeedArtifact(ABC):
         how, folder = self.locate(split)
         if how == "published":
             self.resolved[split.name] = f"published {self.published}"
+            known = published_trained_on(self.published)
+            self.trained_on[split.name] = list(known.episodes) if known else None
             model = self.load_published(self.published)
         else:
             if how == "train":
@@ -256,9 +262,23 @@ class PerSeedArtifact(ABC):
                 self.train(split, folder)
                 self._verify(folder)
             self.resolved[split.name] = f"path {folder}" if how == "path" else f"recipe {self.identity_hash()}"
+            self.trained_on[split.name] = (sorted(split.dev_episode_ids) if how != "path"
+                                           else self._logged_conversations(folder))
             model = self.load(folder)
         self._loaded[key] = model
         return model
+
+    def _logged_conversations(self, folder: Path) -> list[str] | None:
+        """The conversations a given checkpoint was trained on, from our training log (its ``dev_episodes``, or the
+        dev conversations of the split it names); None for a checkpoint trained elsewhere."""
+        try:
+            info = json.loads((folder / TRAINING_INFO).read_text())
+        except (OSError, ValueError):
+            return None
+        if isinstance(info.get("dev_episodes"), list):
+            return sorted(str(e) for e in info["dev_episodes"])
+        named = [s for s in (self.context.benchmark.splits if self.context else ()) if s.name == info.get("split")]
+        return sorted(named[0].dev_episode_ids) if named else None
 
     def _verify(self, folder: Path) -> None:
         """Our checkpoints carry the identity they were trained for and the sha256 of their files; refuse one

@@ -13,6 +13,7 @@ from memrepro.datasets.download import ChecksumMismatch, OfflineError, check, do
 from memrepro.datasets.io import DATA_DIR_ENV, data_root
 from memrepro.errors import EXIT_BAD_INPUT, MemreproError
 from memrepro.files import write_text_atomic
+from memrepro.paths import folder_path
 
 BENCHMARKS = ("locomo", "longmemeval", "personabench", "personamem")
 
@@ -69,6 +70,8 @@ def cmd_check(args: argparse.Namespace) -> int:
                 continue
             stats = benchmark_stats(loaded) if hasattr(loaded, "episodes") else personamem_question_stats(loaded)
             write_text_atomic(target, json.dumps(stats, indent=2) + "\n")
+            if hasattr(loaded, "episodes"):
+                _gold_audit(name, loaded, root, out_dir / f"{name}.gold_audit.json")
             if "episodes" in stats:
                 spread = stats["memories_per_episode"]
                 print(f"stats {name}: {stats['queries']} queries ({stats['scored_queries']} scored), "
@@ -79,6 +82,21 @@ def cmd_check(args: argparse.Namespace) -> int:
     if refused:
         return EXIT_BAD_INPUT
     return 1 if any(s.problem for s in statuses) else 0
+
+
+def _gold_audit(name: str, benchmark, root: Path, target: Path) -> None:
+    """The benchmark's structural gold problems (memrepro.datasets.gold_audit): counted in one line, listed in
+    ``<name>.gold_audit.json`` beside its statistics."""
+    from memrepro.datasets.gold_audit import audit, summary
+
+    raw = root / benchmark.files[0].path if benchmark.name == "locomo" else None
+    problems = audit(benchmark, raw)
+    counts = summary(problems)
+    document = {"benchmark": benchmark.name, "files": [{"path": f.path, "sha256": f.sha256} for f in benchmark.files],
+                "counts": counts, "problems": [p.to_json() for p in problems]}
+    write_text_atomic(target, json.dumps(document, indent=2) + "\n")
+    found = ", ".join(f"{kind} {n}" for kind, n in counts.items() if n) or "none found"
+    print(f"gold audit {name}: {found} → {target}")
 
 
 def cmd_download(args: argparse.Namespace) -> int:
@@ -100,14 +118,15 @@ def cmd_download(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     common = ArgumentParser(add_help=False)
-    common.add_argument("--data-dir", default=None, help=f"data root (default ${DATA_DIR_ENV} or ./data)")
+    common.add_argument("--data-dir", default=None,
+                        help=f"data root (default ${DATA_DIR_ENV}, else data/ in the project folder)")
     common.add_argument("--benchmark", action="append", choices=BENCHMARKS, help="restrict to a benchmark")
     parser = ArgumentParser(prog="python -m memrepro data", description="benchmark files")
     sub = parser.add_subparsers(dest="command", required=True)
     p_check = sub.add_parser("check", parents=[common],
                              help="list each file, present or missing, with sha256 against pinned values")
     p_check.add_argument("--stats", action="store_true", help="also write dataset statistics")
-    p_check.add_argument("--stats-dir", default="results/data_stats")
+    p_check.add_argument("--stats-dir", default=str(folder_path("results_dir") / "data_stats"))
     p_check.add_argument("-v", "--verbose", action="store_true", help="list files that are ok too")
     p_download = sub.add_parser("download", parents=[common],
                                 help="fetch the official files (online), verifying checksums")

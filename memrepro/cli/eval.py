@@ -29,6 +29,7 @@ class EvalOutcome:
 
 def evaluate_run_file(cfg: DictConfig) -> EvalOutcome:
     """Validate, freeze, score and write; nothing is written when validation fails."""
+    from memrepro.checks import with_findings
     from memrepro.datasets.io import sha256_file
     from memrepro.evaluation.freeze import TIE_RULE
     from memrepro.provenance import config_hash, git_commit, package_versions
@@ -100,6 +101,7 @@ def evaluate_run_file(cfg: DictConfig) -> EvalOutcome:
             "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         },
     }, str(folder / "metrics.json"))
+    record = with_findings(record, config, rows)
     folder = write_run(folder, config, rows, record, run_id)
     return EvalOutcome(folder, False, record, warnings)
 
@@ -115,9 +117,15 @@ def main(cfg: DictConfig) -> None:
             raise ConfigError("run_file", MISSING, "a TREC or JSONL run file, e.g. python -m memrepro eval "
                               "dataset=locomo run_file=path/to/run.trec (run_file is required)")
         validate_eval_config(cfg)
+        from memrepro.checks import findings_of, say, valid_codes
+
+        ignore = valid_codes(cfg.checks.ignore, "checks.ignore")
         outcome = evaluate_run_file(cfg)
         for line in outcome.warnings:
             print(line, file=sys.stderr)
         state = "skipped (already complete)" if outcome.skipped else "done"
         print(f"\n{state}: {outcome.folder}")
         print(summary_table(outcome.record))
+        findings = say(findings_of(outcome.folder, outcome.record), ignore)
+        if findings:  # the protocol check (docs/checks.md)
+            print(findings)

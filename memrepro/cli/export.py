@@ -7,12 +7,12 @@ Default output folder: ``$MEMREPRO_RESULTS_DIR/export/<benchmark>/<format>/`` (`
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from pathlib import Path
 
 from memrepro.cli.args import ArgumentParser
 from memrepro.errors import MemreproError
+from memrepro.paths import folder_path
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -42,7 +42,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"memrepro: error: {str(exc).splitlines()[0]}", file=sys.stderr)
             return 2
         benchmark, _ = load_benchmark(cfg.dataset)
-        out = Path(args.out) if args.out else (Path(os.environ.get("MEMREPRO_RESULTS_DIR", "results")) / "export"
+        out = Path(args.out) if args.out else (folder_path("results_dir") / "export"
                                                / benchmark.name / args.format)
         written = export(benchmark, out, args.format)
     except MemreproError as exc:

@@ -15,10 +15,10 @@ import signal
 import sys
 import traceback
 from contextlib import contextmanager
-from typing import Iterator
+from typing import Any, Iterator
 
-from memrepro.errors import (EXIT_BAD_INPUT, EXIT_FAILED, EXIT_INTERRUPTED, EXIT_TERMINATED, MemreproError,
-                             UnknownNameError, nearest, one_line, unknown_config_key)
+from memrepro.errors import (EXIT_BAD_INPUT, EXIT_FAILED, EXIT_INTERRUPTED, EXIT_TERMINATED, ConfigError,
+                             MemreproError, MissingValueError, UnknownNameError, nearest, one_line, unknown_config_key)
 
 DEBUG_ENV = "MEMREPRO_DEBUG"
 
@@ -111,8 +111,12 @@ class CompositionError(MemreproError):
     exit_code = EXIT_BAD_INPUT
 
 
-# Schemas share their group's folder in Hydra's ConfigStore (memrepro/config.py) but are not choices to offer.
-SCHEMA_SUFFIX = "_schema"
+def _unreadable(exc: Any) -> str:
+    """Where Hydra's override grammar stops reading an override (its parser's words are token names)."""
+    if "=" not in exc.override and not exc.override.startswith("~"):
+        return "it has no '='"
+    stop = re.search(r"input '([^']*)'", exc.message)
+    return f"it cannot be read from {stop.group(1)!r} on" if stop else "it is not in the key=value form"
 
 
 def config_file_error(exc: Exception) -> MemreproError:
@@ -128,10 +132,15 @@ def config_file_error(exc: Exception) -> MemreproError:
 
 
 def composition_error(exc: Exception) -> MemreproError:
-    """A failed Hydra composition as one error: a mistyped config group option or key names the nearest valid
-    names (Hydra's own message lists search paths, or suggests ``+key=value``, which the closed schema refuses)."""
-    from hydra.errors import MissingConfigException
-    from omegaconf.errors import ConfigAttributeError, ConfigKeyError, OmegaConfBaseException
+    """A failed Hydra composition as one error in memrepro's words: a mistyped config group option or key names
+    the nearest valid names (Hydra's own message lists search paths, or suggests ``+key=value``, which the closed
+    schema refuses); a value of the wrong type names the key, the value, what it takes and an example; an override
+    Hydra cannot read says how one is written."""
+    from hydra.errors import MissingConfigException, OverrideParseException
+    from omegaconf.errors import (ConfigAttributeError, ConfigKeyError, MissingMandatoryValue, OmegaConfBaseException,
+                                  ValidationError)
+
+    from memrepro.options import SCHEMA_SUFFIX
 
     known = _memrepro_cause(exc)
     if known is not None:  # raised by one of memrepro's config resolvers while Hydra composed
@@ -142,11 +151,23 @@ def composition_error(exc: Exception) -> MemreproError:
         example = (nearest(choice, options) or options)[:1]
         return UnknownNameError("option", choice, options, f"choose one, e.g. {group}={example[0]}" if example else
                                 "add a config file to the group", context=f"of config group {group}")
-    cause = exc.__cause__
+    if isinstance(exc, OverrideParseException):
+        return CompositionError(f"cannot read the override {exc.override!r}: {_unreadable(exc)}; write key=value, a "
+                                "list as key=[a,b], a sweep (with -m) as key=a,b, and quote a value with spaces or "
+                                "brackets: 'key=\"a (b)\"'")
+    cause = exc.__cause__ if exc.__cause__ is not None else exc
     schema = getattr(cause, "object_type", None)
-    if (isinstance(cause, (ConfigKeyError, ConfigAttributeError)) and getattr(cause, "full_key", None)
-            and dataclasses.is_dataclass(schema)):
-        return unknown_config_key(str(cause.full_key), schema)
+    key = str(getattr(cause, "full_key", "") or "")
+    if isinstance(cause, (ConfigKeyError, ConfigAttributeError)) and key and dataclasses.is_dataclass(schema):
+        return unknown_config_key(key, schema)
+    if (isinstance(cause, ValidationError) and key and dataclasses.is_dataclass(schema)
+            and cause.key in {spec.name for spec in dataclasses.fields(schema)}):
+        from memrepro.validate import as_override, expected
+
+        allowed, example = expected(schema, str(cause.key))
+        return ConfigError(key, cause.value, f"{allowed} (e.g. {key}={as_override(example)})")
+    if isinstance(cause, MissingMandatoryValue) and key:
+        return MissingValueError(key)
     detail = one_line(exc)
     if isinstance(cause, OmegaConfBaseException) and str(cause) not in str(exc):
         detail += f"; {one_line(cause)}"

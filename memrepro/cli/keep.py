@@ -10,12 +10,12 @@ reuses kept runs over fewer seeds (``memrepro/runs/kept.py``), and ``tables`` re
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from pathlib import Path
 
 from memrepro.cli.args import ArgumentParser
 from memrepro.errors import EXIT_BAD_INPUT, MemreproError, one_line
+from memrepro.paths import folder_path
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -27,8 +27,8 @@ def main(argv: list[str] | None = None) -> int:
     action = parser.add_mutually_exclusive_group()
     action.add_argument("--restore", action="store_true", help="write every kept run absent from results/runs back")
     action.add_argument("--list", action="store_true", help="list the kept runs and whether results/runs has them")
-    parser.add_argument("--results", type=Path, default=Path(os.environ.get("MEMREPRO_RESULTS_DIR", "results")))
-    parser.add_argument("--kept", type=Path, default=Path(os.environ.get("MEMREPRO_KEPT_DIR", "results/kept")))
+    parser.add_argument("--results", type=Path, default=folder_path("results_dir"))
+    parser.add_argument("--kept", type=Path, default=folder_path("kept_dir"))
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
     kept = KeptRuns(args.results, args.kept, say=lambda line: print(f"memrepro: {line}", file=sys.stderr))
     if (args.restore or args.list) and args.folders:
@@ -49,12 +49,10 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"{copy}  ({'in' if (folder / 'COMPLETE').is_file() else 'not in'} {args.results}/runs)")
             return 0
         restored, problems = kept.restore_all()
-        for folder in restored:
-            print(f"restored {folder}")
         for problem in problems:
             print(f"memrepro: error: {problem}", file=sys.stderr)
-        print(f"{len(restored)} restored, {len(kept.all()) - len(restored) - len(problems)} already present, "
-              f"{len(problems)} damaged")
+        print(f"{len(restored)} restored into {args.results}/runs, "
+              f"{len(kept.all()) - len(restored) - len(problems)} already present, {len(problems)} damaged")
         return EXIT_BAD_INPUT if problems else 0
     except MemreproError as exc:
         print(f"memrepro: error: {one_line(exc)}", file=sys.stderr)

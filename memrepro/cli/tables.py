@@ -8,25 +8,26 @@ paper's number, |Δ| and a verdict (or the reason there is none), with a summary
 
 from __future__ import annotations
 
-import os
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
 
+from memrepro.checks import legend, valid_codes, without
 from memrepro.cli.args import ArgumentParser
 from memrepro.experiments import DEFAULT_LIST, load_experiments
+from memrepro.paths import folder_path
 from memrepro.runs.kept import KeptRuns
 from memrepro.tables import rfmem
 from memrepro.tables.convmemory import (ablation_table, calibration_table, cost_notes, main_table,
-                                         reproduction_cells, select)
+                                         recipe_notes, reproduction_cells, select)
 from memrepro.tables.conditions import cell_runs
 from memrepro.tables.engines import agreement_table
 from memrepro.tables.render import write_table
 from memrepro.tables import committed
 from memrepro.tables.report import render_report, write_headline
-from memrepro.tables.reproduction import Cell, summary_of_verdicts
+from memrepro.tables.reproduction import RULE, Cell, footnoted, summary_of_verdicts
 from memrepro.tables.rfmem_figures import render_figures, write_index
 from memrepro.tables.runs import complete_runs
 
@@ -65,7 +66,13 @@ class Pending:
              self.title)
 
 
-def rfmem_tables(runs: list, resamples: int, declared_list: tuple) -> tuple[list[Pending], list[Cell]]:
+def finding_notes(findings: list, ignore: tuple = ()) -> list[str]:
+    """The notes that explain a table's finding tags ([D], [S], …): one per kind present (memrepro.checks)."""
+    return legend(without(findings, ignore))
+
+
+def rfmem_tables(runs: list, resamples: int, declared_list: tuple,
+                 ignore: tuple = ()) -> tuple[list[Pending], list[Cell]]:
     """RF-Mem's tables in the paper's layout, each cell the run of the condition declared for it."""
     def of(table: str) -> dict:
         return cell_runs(table, runs, declared_list)
@@ -79,19 +86,21 @@ def rfmem_tables(runs: list, resamples: int, declared_list: tuple) -> tuple[list
             ("rfmem_table3", "RF-Mem Table 3: LongMemEval S / M recall_all@5 / 10 / 50", rfmem.table3)):
         built, notes = build(of(name), resamples)
         cells += built.cells
-        pending.append(Pending(name, title, built.frame, [legend, Summary(name), SOURCE, *notes], built.bold))
+        pending.append(Pending(name, title, built.frame, [legend, Summary(name), SOURCE, *notes,
+                                                          *finding_notes(built.findings, ignore)], built.bold))
     for number, title in ((15, "RF-Mem Table 15: alternative recollection strategies (PersonaBench)"),
                           (16, "RF-Mem Table 16: early stop vs full exploration (PersonaBench)")):
         built, notes = rfmem.variant_table(of(f"rfmem_table{number}"), number, resamples)
         cells += built.cells
         pending.append(Pending(f"rfmem_table{number}", title, built.frame,
                                [legend.replace("the block's baseline", "the same method in the first block"),
-                                Summary(f"rfmem_table{number}"), SOURCE, *notes], built.bold))
+                                Summary(f"rfmem_table{number}"), SOURCE, *notes,
+                                *finding_notes(built.findings, ignore)], built.bold))
     built = rfmem.table17(of("rfmem_table17"))
     cells += built.cells
     pending.append(Pending("rfmem_table17", "RF-Mem Table 17: routing statistics (PersonaBench, K = 5)", built.frame,
                            ["Routing counted over all 263 queries (Subjective included).", Summary("rfmem_table17"),
-                            SOURCE], built.bold))
+                            SOURCE, *finding_notes(built.findings, ignore)], built.bold))
     frame, gap_cells = rfmem.table1_gap()
     cells += gap_cells
     pending.append(Pending("rfmem_table1", "RF-Mem Table 1: PersonaMem (labelled gap)", frame,
@@ -109,10 +118,14 @@ def render_matrix(cells: list[Cell], out: Path) -> dict[str, str]:
         by_table.setdefault(table, []).append(committed.unmarked(verdict))
     summaries = {table: summary_of_verdicts(verdicts) for table, verdicts in by_table.items()}
     notes = [f"{table}: {summary}" for table, summary in summaries.items()]
-    notes.append("Verdicts (pyserini 2CR style) only where our model and data match the paper's: OK |Δ| ≤ 0.0001, "
-                 "OKish |Δ| ≤ 0.01, FAIL otherwise; counts must be equal. Other cells give the reason instead.")
-    _say(write_table(merged.frame, out, "reproduction_matrix", "Reproduction matrix (every paper cell)",
-                     notes=notes + ([committed.note(merged.kept)] if merged.kept else [])), "reproduction matrix")
+    notes.append(f"Verdicts (pyserini 2CR style) only where our model and data match the paper's: {RULE}. Other "
+                 "cells give the reason instead, numbered below (in full in the CSV).")
+    notes.append("Rows of the RF-Mem tables: block / method, with the paper's abbreviations Famili. (Familiarity) "
+                 "and Recol. (Recollection).")
+    shown, reasons = footnoted(merged.frame)
+    _say(write_table(shown, out, "reproduction_matrix", "Reproduction matrix (every paper cell)",
+                     notes=notes + reasons + ([committed.note(merged.kept)] if merged.kept else []),
+                     csv=merged.frame), "reproduction matrix")
     for line in notes[:len(summaries)]:
         print(f"  {line}")
     return summaries
@@ -120,26 +133,32 @@ def render_matrix(cells: list[Cell], out: Path) -> dict[str, str]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = ArgumentParser(prog="python -m memrepro tables", description=__doc__)
-    parser.add_argument("--results", default=os.environ.get("MEMREPRO_RESULTS_DIR", "results"))
+    parser.add_argument("--results", default=str(folder_path("results_dir")))
     parser.add_argument("--resamples", type=int, default=10_000, help="paired bootstrap resamples (seed 13)")
     parser.add_argument("--experiments", default=str(DEFAULT_LIST),
                         help="the experiment list whose declared conditions are the tables' rows (default: %(default)s)")
-    parser.add_argument("--kept", default=os.environ.get("MEMREPRO_KEPT_DIR", "results/kept"),
+    parser.add_argument("--kept", default=str(folder_path("kept_dir")),
                         help="kept runs (python -m memrepro keep), restored into results/runs first")
     parser.add_argument("--report", default=None,
                         help="the reproduction report to write (default: docs/reproduction.md beside the results "
                              "folder, when that docs folder exists; '' : none)")
+    parser.add_argument("--ignore", action="append", default=[], metavar="CODE",
+                        help="a protocol-check finding code not to mark in the tables (repeatable; docs/checks.md)")
     parser.add_argument("--readme", default=None,
                         help="the README whose headline block is filled from the rendered tables (default: README.md "
                              "beside the results folder, when it exists; '' : none)")
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
+    ignore = valid_codes(args.ignore, "--ignore")  # an unknown code: one line naming the valid ones, exit 2
     home = Path(args.results).resolve().parent  # the checkout the results folder belongs to
     args.report = str(home / "docs" / "reproduction.md") if args.report is None else args.report
     args.readme = str(home / "README.md") if args.readme is None else args.readme
     restored, problems = KeptRuns(Path(args.results), Path(args.kept),
                                   say=lambda line: print(f"memrepro: {line}", file=sys.stderr)).restore_all()
-    for line in [f"restored the kept run {folder}" for folder in restored] + [f"warning: {p}" for p in problems]:
-        print(f"memrepro: {line}", file=sys.stderr)
+    if restored:  # one line: a fresh clone restores every kept run
+        print(f"memrepro: restored {len(restored)} kept run{'s' if len(restored) > 1 else ''} into "
+              f"{args.results}/runs (from {args.kept})", file=sys.stderr)
+    for problem in problems:
+        print(f"memrepro: warning: {problem}", file=sys.stderr)
     runs = complete_runs(args.results)
     if not runs:
         print(f"no complete runs under {args.results}/runs: run `python -m memrepro experiments` (or "
@@ -148,16 +167,21 @@ def main(argv: list[str] | None = None) -> int:
     out = Path(args.results) / "tables"
     declared_list = load_experiments(args.experiments)
     selected = select(runs, declared_list)
+    main_findings: list = []
+    ablation_findings: list = []
     pending = [
         Pending("convmemory_locomo", "ConvMemory LoCoMo (5 conversation-level seeds; mean ± std of seed means)",
-                main_table(selected, args.resamples), [CONVMEMORY_LEGEND, *cost_notes(selected), SOURCE]),
-        Pending("convmemory_ablation", "ConvMemory v2 ablation (FULL MRR)", ablation_table(selected, args.resamples),
-                [CONVMEMORY_LEGEND, SOURCE]),
+                main_table(selected, args.resamples, main_findings, ignore),
+                [CONVMEMORY_LEGEND, *recipe_notes(selected), *cost_notes(selected), SOURCE]),
+        Pending("convmemory_ablation", "ConvMemory v2 ablation (FULL MRR)",
+                ablation_table(selected, args.resamples, ablation_findings, ignore), [CONVMEMORY_LEGEND, SOURCE]),
         Pending("convmemory_calibration",
                 "ConvMemory v1 training calibration: seed 23 (937 test questions) vs the official code",
                 calibration_table(selected), [CALIBRATION])]
+    pending[0].notes += finding_notes(main_findings)
+    pending[1].notes += finding_notes(ablation_findings)
     cells = reproduction_cells(selected)
-    more, rfmem_cells = rfmem_tables(runs, args.resamples, declared_list)
+    more, rfmem_cells = rfmem_tables(runs, args.resamples, declared_list, ignore)
     pending += more
     cells += rfmem_cells
     frame, summary = agreement_table(runs)
@@ -169,7 +193,7 @@ def main(argv: list[str] | None = None) -> int:
         table.write(out, summaries)
     from memrepro.tables.leaderboard import render_leaderboard
 
-    _say(render_leaderboard(runs, out, "all-MiniLM-L6-v2", args.resamples)[0], "leaderboard")
+    _say(render_leaderboard(runs, out, "all-MiniLM-L6-v2", args.resamples, ignore)[0], "leaderboard")
     figures_dir = Path(args.results) / "figures"
     figure_lines = render_figures(runs, figures_dir)
     print(f"figures: {write_index(figure_lines, figures_dir)}")

@@ -13,6 +13,7 @@ from omegaconf import DictConfig
 
 import memrepro.config  # noqa: F401  (registers the schemas)
 from memrepro.errors import MemreproError
+from memrepro.logs import above_progress_bars
 from memrepro.paths import CONFIG_DIR
 
 
@@ -67,7 +68,7 @@ def main(cfg: DictConfig) -> None:
     from memrepro.training.plan import plan_only
     from memrepro.validate import validate_train_config
 
-    with reported():
+    with reported(), above_progress_bars():
         validate_train_config(cfg)
         train_all(cfg, plan_only())
     if plan_only():

@@ -10,16 +10,19 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from memrepro.errors import DataError, MissingDataError
+from memrepro.paths import FOLDERS, folder_path
 from memrepro.types import FileProvenance
 
-DATA_DIR_ENV = "MEMREPRO_DATA_DIR"
+DATA_DIR_ENV = FOLDERS["data_dir"][0]
+# dataset keys read by the runner, not by the loader: taken off before the loader is built
+RUNNER_SWITCHES = ("allow_unverified", "gold_labels")
 
 
 def data_root(configured: str | os.PathLike[str] | None = None) -> Path:
-    """The configured root, else ``$MEMREPRO_DATA_DIR``, else ``./data``."""
+    """The configured root, else ``$MEMREPRO_DATA_DIR``, else ``data/`` under the project root."""
     if configured:
         return Path(configured).expanduser()
-    return Path(os.environ.get(DATA_DIR_ENV) or "data").expanduser()
+    return folder_path("data_dir")
 
 
 def require_file(path: Path, how_to_obtain: str) -> Path:

@@ -30,6 +30,11 @@ from memrepro.types import Query
 
 CustomMetric = Callable[[Sequence[str], Query, int | None], float]
 
+# metrics that read only which memories are in the top k, not their order (a reranker inside k cannot move them)
+SET_BASES = frozenset({"recall", "recall_list", "hit", "recall_all", "recall_any", "pb_recall"})
+# PersonaBench's metrics are defined on the returned list itself (k = its length): never deeper than the list
+LIST_DEFINED = frozenset({"pb_recall", "pb_ndcg"})
+
 _STANDARD = {"mrr": "RR", "hit": "Success", "recall": "R", "ndcg": "nDCG"}
 _NAME = re.compile(r"^(?P<base>[a-z_]+)(?:@(?P<k>\d+))?$")
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import sys
 import time
 from pathlib import Path
 from typing import Literal, Protocol, Sequence
@@ -19,9 +20,10 @@ from tqdm.auto import tqdm
 
 from memrepro.errors import ConfigError
 from memrepro.models.cache import EmbeddingCache, text_sha256
-from memrepro.models.resolve import ResolvedModel, model_weights_identity, resolve_model
+from memrepro.models.resolve import ResolvedModel, resolve_model, weights_identity
 
 Role = Literal["query", "document"]
+ROLE_PLURALS = {"query": "queries", "document": "documents"}  # the progress bar's label
 
 
 class Encoder(Protocol):
@@ -31,9 +33,17 @@ class Encoder(Protocol):
     def encode(self, texts: Sequence[str], role: Role) -> np.ndarray: ...
 
 
+# What a machine where torch could see a GPU has: NVIDIA's driver, ROCm's, or WSL's GPU bridge (Linux only here).
+ACCELERATOR_DEVICES = ("/dev/nvidiactl", "/proc/driver/nvidia/version", "/dev/kfd", "/dev/dxg")
+
+
 def resolve_device(device: str) -> str:
+    """``auto``: cuda where torch sees a GPU, else cpu. A Linux machine with no GPU driver at all is cpu without
+    importing torch (a second of start-up a skipped run does not need)."""
     if device != "auto":
         return device
+    if sys.platform.startswith("linux") and not any(os.path.exists(p) for p in ACCELERATOR_DEVICES):
+        return "cpu"
     import torch
 
     return "cuda" if torch.cuda.is_available() else "cpu"
@@ -63,29 +73,41 @@ class SentenceTransformerEncoder:
     def __init__(self, model: str, path: str | None = None, allow_substitute: bool = False,
                  max_seq_length: int | None = None, batch_size: int = 64, query_prefix: str = "",
                  document_prefix: str = "", device: str = "auto", show_progress: bool = True) -> None:
-        self.resolved: ResolvedModel = resolve_model(model, path, allow_substitute)
-        limit = max_positions(self.resolved.path)
-        if max_seq_length is not None and limit is not None and max_seq_length > limit:
-            # longer inputs would index past the model's position embeddings: refused before anything is encoded
-            raise ConfigError("encoder.max_seq_length", max_seq_length,
-                              f"an integer in [1, {limit}] ({self.resolved.name} reads at most {limit} tokens)")
+        self._request = (model, path, allow_substitute)
+        # where the model is, nothing read: a complete run is skipped on its identity; loading verifies the bytes
+        self.resolved: ResolvedModel = resolve_model(model, path, allow_substitute, verify=False)
+        self._requested_max_len = max_seq_length
+        self._check_max_len(self.resolved.path)
         self.device = resolve_device(device)
         self.batch_size = batch_size
         self.prefixes = {"query": query_prefix, "document": document_prefix}
         self.show_progress = show_progress
-        self._requested_max_len = max_seq_length
         self._model = None
         self.load_seconds = 0.0
         self.identity = {
             "kind": "sentence-transformers",
             "model": self.resolved.name,
-            "weights": model_weights_identity(self.resolved.path),  # hashed by content in this process
+            "weights": weights_identity(self.resolved),  # a bundle's pins, else hashed by content in this process
             "max_seq_length": max_seq_length or "model-default",
             "normalize": True,
             "dtype": "float32",
         }
         self.weights_verified = self.identity["weights"] != "unknown"  # a local folder with no weights file to hash
         self.label = self.resolved.label
+
+    def _check_max_len(self, folder: str) -> None:
+        """``max_seq_length`` within what the model in ``folder`` reads (checked as soon as the folder exists, so
+        before anything is encoded): longer inputs would index past its position embeddings."""
+        limit = max_positions(folder)
+        if self._requested_max_len is not None and limit is not None and self._requested_max_len > limit:
+            raise ConfigError("encoder.max_seq_length", self._requested_max_len,
+                              f"an integer in [1, {limit}] ({self.resolved.name} reads at most {limit} tokens)")
+
+    @property
+    def dim(self) -> int | None:
+        """The width of its vectors as its folder declares it (read, not loaded: a training plan needs it), or
+        None when the folder does not say (the caller encodes a probe)."""
+        return declared_dim(Path(self.resolved.path))
 
     @property
     def model(self):
@@ -94,7 +116,9 @@ class SentenceTransformerEncoder:
             from sentence_transformers import SentenceTransformer
 
             start = time.perf_counter()
-            self._model = SentenceTransformer(self.resolved.path, device=self.device)
+            ready = resolve_model(*self._request)  # a bundle extracted if needed and its bytes checked against its pins
+            self._check_max_len(ready.path)
+            self._model = SentenceTransformer(ready.path, device=self.device)
             if self._requested_max_len:
                 self._model.max_seq_length = self._requested_max_len
             self.load_seconds = time.perf_counter() - start
@@ -107,6 +131,35 @@ class SentenceTransformerEncoder:
                                     normalize_embeddings=True, convert_to_numpy=True,
                                     show_progress_bar=show)
         return unit_normalise(vectors)
+
+
+# sentence-transformers' pooling modes: the pooled vector is the token width times the modes that are on
+POOLING_MODES = ("cls_token", "max_tokens", "mean_tokens", "mean_sqrt_len_tokens", "weightedmean_tokens",
+                 "lasttoken")
+
+
+def declared_dim(folder: Path) -> int | None:
+    """The output width a sentence-transformers folder declares: its modules (``modules.json``) in order, the
+    pooling width (token width × pooling modes) then any dense layer's ``out_features``; None when a module is
+    of another kind or a file is missing."""
+    try:
+        modules = json.loads((folder / "modules.json").read_text(encoding="utf-8"))
+        dim = None
+        for module in modules:
+            kind = module["type"].rsplit(".", 1)[-1]
+            if kind in ("Transformer", "Normalize"):
+                continue
+            config = json.loads((folder / module["path"] / "config.json").read_text(encoding="utf-8"))
+            if kind == "Pooling":
+                dim = config["word_embedding_dimension"] * sum(bool(config.get(f"pooling_mode_{m}"))
+                                                                for m in POOLING_MODES)
+            elif kind == "Dense":
+                dim = config["out_features"]
+            else:
+                return None
+        return int(dim) if dim else None
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
 
 
 class FakeEncoder:
@@ -179,7 +232,7 @@ class CachedEncoder:
         found, missing = (cache.lookup(unique_keys, [first_text[k] for k in unique_keys]) if cache
                           else ({}, list(range(len(unique_keys)))))
         vectors: dict[str, np.ndarray] = {unique_keys[i]: v for i, v in found.items()}
-        with tqdm(total=len(missing), desc=f"encode {role}s", unit="text", disable=not self.progress or
+        with tqdm(total=len(missing), desc=f"encode {ROLE_PLURALS[role]}", unit="text", disable=not self.progress or
                   len(missing) < 256 or bool(os.environ.get("TQDM_DISABLE"))) as bar:
             for start_at in range(0, len(missing), self.chunk_size):
                 chunk = missing[start_at:start_at + self.chunk_size]

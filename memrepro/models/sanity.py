@@ -5,12 +5,14 @@ the saved model computes numbers at all; its quality is what the run measures)."
 from __future__ import annotations
 
 import math
-from typing import Mapping
+from typing import TYPE_CHECKING, Mapping
 
 import numpy as np
-import torch
 
 from memrepro.errors import EXIT_BAD_INPUT, MemreproError
+
+if TYPE_CHECKING:
+    import torch
 
 SANITY_RECORDS = 4  # dev records a trained model must score with finite scores before it is saved
 
@@ -31,6 +33,8 @@ def check_loss(loss: float, what: str, step: int, total: int, fix: str) -> None:
 
 def nonfinite_tensors(state: Mapping[str, torch.Tensor]) -> list[str]:
     """Names of the floating-point tensors of a state dict that hold a NaN or an infinity."""
+    import torch
+
     return [name for name, tensor in state.items()
             if tensor.is_floating_point() and not bool(torch.isfinite(tensor).all())]
 

@@ -47,3 +47,11 @@ def reference_at(*keys: str) -> Any:
                            f"{'/'.join(keys[:i]) or 'the root'!r})")
         node = node[key]
     return node
+
+
+@lru_cache(maxsize=1)
+def paper_settings() -> dict[str, Any]:
+    """What each paper's numbers were computed on, by benchmark (``paper_settings.yaml``): data files, scored
+    queries, encoders, latency hardware. Read by the protocol check (``memrepro.checks``)."""
+    text = resources.files(__package__).joinpath("paper_settings.yaml").read_text(encoding="utf-8")
+    return yaml.safe_load(text)["benchmarks"]

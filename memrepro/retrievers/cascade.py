@@ -162,6 +162,12 @@ class CrossEncoderStage(RetrieverBase):
         """The per-split resolver (e.g. ``TrainedCrossEncoders``), None when one fixed scorer was given."""
         return self._scorer_for
 
+    def cross_encoder_trained_on(self) -> dict:
+        """``{"cross_encoder_trained_on": {split: conversations}}`` when the per-split resolver knows what each
+        split's model saw (for ``describe()``), else ``{}``."""
+        seen = getattr(self._scorer_for, "trained_on", None)
+        return {"cross_encoder_trained_on": dict(seen)} if seen else {}
+
     @property
     def cross_encoder_label(self) -> str:
         """The loaded scorer's label (after the last ``for_split``, the last split's model), else "per-split"."""
@@ -248,4 +254,4 @@ class CascadeRetriever(CrossEncoderStage):
     def describe(self) -> dict:
         return {"name": self.name, "first_stage": self.first_stage.describe(), "protected": self.protected,
                 "arm": self.arm, "arm_seed": self.arm_seed,
-                "cross_encoder": self.cross_encoder_label}
+                "cross_encoder": self.cross_encoder_label, **self.cross_encoder_trained_on()}

@@ -10,20 +10,24 @@ fused score for the pool, the raw cosine for the tail (the order is native, scor
 
 from __future__ import annotations
 
-from typing import Literal, Sequence
+from typing import TYPE_CHECKING, Literal, Sequence
 
 import numpy as np
 
 from memrepro.artifacts.per_seed import PerSeedArtifact, TrainingContext
-from memrepro.models.convmemory_v1 import ConvMemoryV1, QueryInputs, WindowMode, ce_lite_scores, fuse
 from memrepro.models.convmemory_v1_shape import WINDOW_MODES
 from memrepro.retrievers.base import RetrievalInput, Retrieved, RetrieverBase
 from memrepro.search import EpisodeIndex, Hits, search
 from memrepro.types import Split
 
+if TYPE_CHECKING:  # the model is a torch module: imported when a split's model is used, not to build the retriever
+    from memrepro.models.convmemory_v1 import ConvMemoryV1, QueryInputs, WindowMode
+
 
 def v1_rerank(model: ConvMemoryV1, inputs: QueryInputs, dense: Hits, window_mode: WindowMode) -> Hits:
     """Reorder the pool (``inputs.candidates`` = the head of ``dense``) and append the dense tail unchanged."""
+    from memrepro.models.convmemory_v1 import ce_lite_scores, fuse
+
     pool = inputs.candidates
     if len(pool) == 0:
         return dense
@@ -60,6 +64,8 @@ class ConvMemoryV1Retriever(RetrieverBase):
 
     def retrieve(self, queries: Sequence[RetrievalInput], query_vectors: np.ndarray,
                  index: EpisodeIndex) -> list[Retrieved]:
+        from memrepro.models.convmemory_v1 import QueryInputs
+
         if self.model is None:
             raise RuntimeError("convmemory_v1: no model for this split (call for_split first)")
         if index.episodes is None:
@@ -93,4 +99,6 @@ class ConvMemoryV1Retriever(RetrieverBase):
             out["recipe_hash"] = self.models.identity_hash()
         if self.models.resolved:
             out["resolved"] = dict(self.models.resolved)
+        if self.models.trained_on:
+            out["trained_on"] = dict(self.models.trained_on)  # split -> the conversations its model saw
         return out

@@ -43,4 +43,4 @@ class FullPoolRetriever(CrossEncoderStage):
 
     def describe(self) -> dict:
         return {"name": self.name, "first_stage": self.first_stage.describe(), "pool": self.pool,
-                "cross_encoder": self.cross_encoder_label}
+                "cross_encoder": self.cross_encoder_label, **self.cross_encoder_trained_on()}

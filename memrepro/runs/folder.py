@@ -33,6 +33,7 @@ import uuid
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
+import orjson
 from omegaconf import DictConfig, OmegaConf
 
 from memrepro.datasets.io import sha256_file
@@ -114,22 +115,38 @@ def run_problem(folder: Path) -> str | None:
 
 def parse_queries_file(path: Path) -> list[dict[str, Any]]:
     """The rows of a ``queries.jsonl`` (any folder, complete or not), or DamagedFileError naming the bad line."""
-    rows = []
     try:
-        with open(path, encoding="utf-8") as handle:
-            for number, line in enumerate(handle, start=1):
-                try:
-                    row = json.loads(line)
-                except json.JSONDecodeError as exc:
-                    raise DamagedFileError(path, f"line {number} is not a JSON row ({exc.msg})") from None
-                if not isinstance(row, dict):
-                    raise DamagedFileError(path, f"line {number} is not a JSON object")
-                rows.append(row)
+        with open(path, "rb") as handle:
+            return parse_queries_lines(handle, path)
     except FileNotFoundError:
         raise DamagedFileError(path, "missing from a complete run") from None
-    except UnicodeDecodeError as exc:
-        raise DamagedFileError(path, f"not UTF-8 at byte {exc.start}") from None
+
+
+def parse_queries_lines(lines: Iterable[bytes | str], path: Path) -> list[dict[str, Any]]:
+    """The rows of ``queries.jsonl`` lines read from ``path`` (a file, or a kept run's decompressed copy), or
+    DamagedFileError naming the bad line."""
+    rows = []
+    for number, line in enumerate(lines, start=1):
+        try:
+            row = json_row(line)
+        except UnicodeDecodeError:
+            raise DamagedFileError(path, f"line {number} is not UTF-8") from None
+        except json.JSONDecodeError as exc:
+            raise DamagedFileError(path, f"line {number} is not a JSON row ({exc.msg})") from None
+        if not isinstance(row, dict):
+            raise DamagedFileError(path, f"line {number} is not a JSON object")
+        rows.append(row)
     return rows
+
+
+def json_row(line: bytes | str) -> Any:
+    """One JSON line, parsed by orjson (three times the standard parser's speed: a report reads every run's
+    rows); what orjson refuses and ``json`` reads (NaN, a lone surrogate escape) by ``json``, which raises on the
+    rest. Both give the same values."""
+    try:
+        return orjson.loads(line)
+    except orjson.JSONDecodeError:
+        return json.loads(line)
 
 
 def read_record(folder: Path) -> RunRecord:

@@ -16,6 +16,7 @@ from typing import Any, Iterator, Mapping
 from omegaconf import DictConfig, OmegaConf
 
 from memrepro.config import GROUP_SCHEMAS, RunConfig
+from memrepro.datasets.gold_corrections import ORIGINAL
 from memrepro.errors import ConfigError, one_line
 from memrepro.validate import changes_results, declared_names, in_run_id
 
@@ -50,6 +51,8 @@ def semantic_config(cfg: DictConfig | Mapping[str, Any]) -> dict[str, Any]:
         if isinstance(resolved.get(group), dict):
             for key in SOURCE_SETTINGS:
                 resolved[group].pop(key, None)
+    if isinstance(resolved.get("dataset"), dict) and resolved["dataset"].get("gold_labels") == ORIGINAL:
+        del resolved["dataset"]["gold_labels"]  # the gold as published: the same run ids as before the switch
     if "retriever" in resolved:
         resolved["retriever"] = _without(resolved["retriever"], RETRIEVER_SETTINGS)
     return resolved

@@ -21,6 +21,7 @@ writing them (untouched for :data:`memrepro.files.STALE_AFTER_S`), one line each
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 import lzma
 import os
@@ -144,7 +145,7 @@ class KeptRuns:
         for copy in self.all():
             folder = self.folder_of(copy)
             try:
-                if self.restore(folder):
+                if self.restore(folder, announce=False):  # the caller says how many, in one line
                     restored.append(folder)
             except MemreproError as exc:  # one damaged copy does not stop the others
                 problems.append(one_line(exc))
@@ -193,21 +194,50 @@ def restore(kept: Path, folder: Path) -> Path:
         raise
 
 
-def read_kept_file(kept: Path, name: str) -> bytes:
-    """The bytes of ``name`` (``config.yaml`` or ``metrics.json``) in the kept copy ``kept``, checked against the
-    kept manifest's size and sha256; :class:`DamagedFileError` names the kept file otherwise."""
+def kept_bytes(kept: Path, name: str, files: dict) -> bytes:
+    """The bytes of the run file ``name`` as the kept copy ``kept`` holds it (``queries.jsonl`` decompressed),
+    checked against the kept manifest's ``files`` (size and sha256); :class:`DamagedFileError` names the kept file
+    otherwise."""
+    source = kept / (QUERIES_XZ if name == QUERIES else name)
     try:
-        expected = read_manifest(kept)["files"].get(name)
+        data = lzma.decompress(source.read_bytes()) if name == QUERIES else source.read_bytes()
+    except FileNotFoundError:
+        raise DamagedFileError(source, "missing from a kept run", FIX) from None
+    except (OSError, lzma.LZMAError, EOFError) as exc:
+        raise DamagedFileError(source, f"unreadable ({type(exc).__name__}: {exc})", FIX) from None
+    want = files.get(name) or {}
+    if len(data) != want.get("bytes") or hashlib.sha256(data).hexdigest() != want.get("sha256"):
+        raise DamagedFileError(source, f"does not hold the {name} the kept manifest records (damaged or edited)", FIX)
+    return data
+
+
+def kept_files(kept: Path) -> dict:
+    """The kept manifest's ``files``, or :class:`DamagedFileError` naming the marker (:func:`read_manifest`)."""
+    try:
+        return read_manifest(kept)["files"]
     except DamagedFileError as exc:
         raise DamagedFileError(exc.path, exc.problem, FIX) from None
-    path = kept / name
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        raise DamagedFileError(path, "missing from a kept run", FIX) from None
-    if expected is None or len(data) != expected["bytes"] or hashlib.sha256(data).hexdigest() != expected["sha256"]:
-        raise DamagedFileError(path, "differs from the kept manifest (damaged or edited)", FIX)
-    return data
+
+
+def read_kept_file(kept: Path, name: str) -> bytes:
+    """The bytes of ``name`` (``config.yaml`` or ``metrics.json``) in the kept copy ``kept``, verified."""
+    return kept_bytes(kept, name, kept_files(kept))
+
+
+def read_in_place(kept: Path) -> tuple[dict, "RunRecord", list[dict]]:
+    """A kept copy's config, record and query rows, read without restoring it: each file is checked against the
+    kept manifest (size and sha256; ``queries.jsonl`` once decompressed) and a damaged one is a
+    :class:`DamagedFileError` naming the kept file."""
+    import yaml
+
+    from memrepro.runs.record import RunRecord
+
+    files = kept_files(kept)
+    contents = {name: kept_bytes(kept, name, files) for name in (*VERBATIM, QUERIES)}
+    config = yaml.safe_load(contents["config.yaml"].decode("utf-8"))
+    record = RunRecord.from_json(json.loads(contents["metrics.json"]), kept / "metrics.json")
+    rows = [json.loads(line) for line in contents[QUERIES].decode("utf-8").splitlines() if line.strip()]
+    return config, record, rows
 
 
 def _remove(path: Path) -> None:

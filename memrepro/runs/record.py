@@ -21,8 +21,9 @@ from typing import Any, Callable, Mapping, Optional, Union
 from memrepro.errors import DamagedFileError
 
 # 1: metrics.json before this record (no schema_version key; eval runs had no data_verified).
-# 2: this record.
-SCHEMA_VERSION = 2
+# 2: the typed record.
+# 3: + findings (the protocol check, memrepro.checks); a record of schema 2 reads with none recorded.
+SCHEMA_VERSION = 3
 
 
 class RunRecordError(DamagedFileError):
@@ -115,6 +116,9 @@ class RunRecord:
     cache_quarantined: list[dict[str, Any]] = field(default_factory=list)  # damaged embedding shards re-encoded
     validation: Optional[dict[str, Any]] = None  # eval only: the run file's warnings
     migrated_from: Optional[str] = None  # the id a schema-1 run had before ``memrepro migrate`` (memrepro.runs.migrate)
+    # the protocol check's findings when the run was written (memrepro.checks.Finding.to_json: code, message, fix,
+    # metrics); None: not checked when written (``memrepro check`` checks its files). Never part of the run id
+    findings: Optional[list[dict[str, Any]]] = None
     schema_version: int = SCHEMA_VERSION
 
     def to_json(self) -> dict[str, Any]:
@@ -162,13 +166,15 @@ class RunRecord:
         return cls.from_json(document, path)
 
 
-def _from_v1(document: dict[str, Any]) -> dict[str, Any]:
-    """v1 -> v2: the same fields; what v1 files may lack (data_verified, warnings, cache fields, latency of an
-    external run) takes its default, which says "not recorded"."""
+def _defaults_for_new_fields(document: dict[str, Any]) -> dict[str, Any]:
+    """v1 -> v2 and v2 -> v3: the same fields; what the older file lacks takes its default, which says "not
+    recorded" (v1: data_verified, warnings, cache fields, an external run's latency; v2: findings, which
+    ``memrepro check`` computes from the run's files)."""
     return {k: v for k, v in document.items() if k != "schema_version"}
 
 
-MIGRATIONS: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {1: _from_v1}
+MIGRATIONS: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {1: _defaults_for_new_fields,
+                                                                   2: _defaults_for_new_fields}
 
 
 def _build(cls: type, data: Any, path: Path, where: str, complete: bool) -> Any:

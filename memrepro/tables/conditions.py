@@ -71,6 +71,12 @@ def cell_runs(table: str, runs: Sequence[Run], declared_list: tuple[list[str], l
             if row.run is not None and row.cell.reference is not None and row.cell.column is not None}
 
 
+def condition_runs(experiment: Experiment, runs: Sequence[Run], common: Sequence[str] = ()) -> list[Run]:
+    """The complete runs of one declared condition (of any of its sweep points)."""
+    settings = _composed(experiment, tuple(common))
+    return [run for run in runs if run.settings in settings]
+
+
 _SAID: set[str] = set()  # the warnings this process printed: a run stale for two tables is named once
 
 

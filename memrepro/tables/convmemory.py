@@ -12,16 +12,18 @@ from __future__ import annotations
 
 import functools
 import re
-from typing import Any
+from typing import Any, Sequence
 
 import pandas as pd
 
+from memrepro.checks import Finding, check_paper_cell, check_run, tags, without
 from memrepro.datasets.locomo import SPLIT_SEEDS
 from memrepro.evaluation.significance import PairedResult, paired_bootstrap
 from memrepro.experiments import Experiment, load_experiments
 from memrepro.reference import calibration_value, reference_value
 from memrepro.retrievers.arms import ARMS
 from memrepro.tables.conditions import table_rows
+from memrepro.tables.naming import shorten
 from memrepro.tables.reproduction import Cell
 from memrepro.tables.runs import Run, preferred
 
@@ -29,7 +31,14 @@ SEEDS = SPLIT_SEEDS  # the protocol's five; a run over fewer says so
 CALIBRATION_SEED = 23  # the split the official code trains and evaluates on
 FULLPOOL_ROW = "full-pool cross-encoder (top-500)"
 FULLPOOL = f"{FULLPOOL_ROW}, published model"
+FULLPOOL_SHORT = "full pool (top-{pool})"  # a per-seed trained full pool, named by its pool and cross-encoder
+NOT_COMPARABLE = "[n/c]"  # a row label's mark: not comparable with the paper's row (why: the legend)
+SUBSET = r" \(seeds? \d[\d, ]*\)"  # a row label's note: a run over fewer than the protocol's five seeds
+ROW_NAMES = ("Rows named from their runs: v1 and v2 are ConvMemory's v1 and v2 retrained per split seed by memrepro; "
+             "CE x: our cross-encoder of the preset `cross_encoder=x`; on dense lists: trained on dense's top "
+             f"lists; (seeds 7, 11): run on those split seeds only; {NOT_COMPARABLE}: not comparable with the paper.")
 COLUMNS = {"mrr": "FULL MRR", "hit@1": "H@1", "recall_list@10": "R@10", "hit@10": "Hit@10"}
+PAPER_ENCODER = "sentence-transformers/all-mpnet-base-v2"  # the encoder of every ConvMemory LoCoMo number
 PAPER_KEYS = {"mrr": "mrr", "hit@1": "hit_at_1", "recall_list@10": "recall_at_10", "hit@10": "hit_at_10"}
 ARM_PAPER = "convmemory.v2_ablation_locomo.arms."
 
@@ -147,6 +156,14 @@ def _seed_note(run: Run) -> str:
     return (f" ({subset})" if subset else "") + _not_comparable(run)
 
 
+def _label_note(run: Run) -> str:
+    """:func:`_seed_note` as a row label carries it, in brief (``(seeds 7, 11)``, ``[n/c]``): why a row is not
+    comparable is in the legend."""
+    seeds = sorted(set(run.seeds) & set(SEEDS))
+    subset = "" if tuple(seeds) == SEEDS else f" (seed{'s' if len(seeds) > 1 else ''} {', '.join(map(str, seeds))})"
+    return subset + (f" {NOT_COMPARABLE}" if _not_comparable(run) else "")
+
+
 def _subset_reason(reason: str, run: Run) -> str:
     """A row scored on fewer seeds is never set against the paper's five-seed mean as if it were comparable."""
     subset = _seeds_only(run)
@@ -171,13 +188,17 @@ def _delta_text(test: PairedResult) -> str:
     return f"{test.delta:+.4f} [{test.ci_low:+.4f}, {test.ci_high:+.4f}], {test.p_text()}"
 
 
-def _default_v1_variant() -> str:
-    """The variant `retriever=convmemory_v1` runs as typed: our best offline recipe, candidate_local windows."""
+def _default_v1_config() -> dict[str, Any]:
+    """The v1 `retriever=convmemory_v1` runs as typed: our best offline recipe, candidate_local windows."""
     from dataclasses import asdict
 
     from memrepro.training.recipes import V1Recipe
 
-    return _v1_variant({"model": {"recipe": asdict(V1Recipe())}, "window_mode": "candidate_local"})
+    return {"model": {"recipe": asdict(V1Recipe())}, "window_mode": "candidate_local"}
+
+
+def _default_v1_variant() -> str:
+    return _v1_variant(_default_v1_config())
 
 
 def _ce_text(config: dict[str, Any] | None) -> str:
@@ -236,8 +257,96 @@ def _v1_text(config: dict[str, Any], described: dict[str, Any]) -> str:
     return text + ("" if mode == "candidate_local" else f", window_mode={mode}")
 
 
+def _v1_short(config: dict[str, Any]) -> str:
+    """A v1 variant in a few words: the teacher (or gold-only, a published model, a folder), every other recipe
+    knob that differs from our default, and a window mode other than candidate_local."""
+    from dataclasses import asdict
+
+    from memrepro.training.recipes import V1Recipe
+
+    kind, value = _model_source(config.get("model"))
+    if kind != "recipe":
+        text = "published checkpoint" if kind == "published" else f"model {value}"
+    else:
+        teacher = {"dense": "dense-cosine teacher", "cross_encoder": "CE teacher"}.get(value.get("teacher"),
+                                                                                      str(value.get("teacher")))
+        text = "gold-only" if value.get("pairwise_weight") == 0 else teacher
+        default = asdict(V1Recipe())
+        text += "".join(f", {k}={v}" for k, v in sorted(value.items())
+                        if k not in ("teacher", "teacher_model", "pairwise_weight") and default.get(k) != v)
+    mode = config.get("window_mode", "candidate_local")
+    return text + ("" if mode == "candidate_local" else f", window_mode={mode}")
+
+
+def _ce_short(config: dict[str, Any] | None, first_stage: dict[str, Any]) -> str:
+    """A cross-encoder in a few words: ``CE <preset>`` (the ``cross_encoder=`` a user types), else the knobs that
+    differ from v2's recipe; ``on <stage> lists`` when it trained on another stage's top lists than its own
+    first stage's."""
+    from dataclasses import asdict
+
+    from memrepro.training.recipes import CrossEncoderRecipe
+
+    kind, value = _model_source(config)
+    if kind != "recipe":
+        text = f"CE {str(value).rsplit('/', 1)[-1]}" if kind == "published" else f"CE {value}"
+    else:
+        preset = cross_encoder_presets().get(_model_key({"recipe": value}))
+        default = asdict(CrossEncoderRecipe())
+        text = f"CE {preset}" if preset else "CE v2 recipe" + "".join(
+            f", {k}={v}" for k, v in sorted(value.items()) if default.get(k) != v)
+    stage = (config or {}).get("record_stage")
+    if isinstance(stage, dict) and stage.get("_target_") and _kind(stage) != _kind(first_stage):
+        text += f" on {_kind(stage)} lists"
+    return text
+
+
+def _short(run: Run) -> str:
+    """A row's name from its run's config, for rows that do not declare one (``label:``): the method and what sets
+    it apart (``v1 + v2 cascade, CE trained_head_lr``), at most :data:`memrepro.tables.naming.MAX_LABEL`
+    characters; the full recipe is in the table's legend."""
+    kind = _kind(run.retriever)
+    stage = run.retriever.get("first_stage") or {}
+    if kind == "v1":
+        text = f"v1, {_v1_short(run.retriever)}"
+    elif kind == "fullpool":
+        text = (f"{FULLPOOL_SHORT.format(pool=run.retriever.get('pool', 500))}, "
+                f"{_ce_short(run.retriever.get('cross_encoder'), stage)}") if _per_seed(run) else FULLPOOL
+    elif kind == "cascade" and _kind(stage) == "dense":
+        text = f"v2 cascade over raw dense, {_ce_short(run.retriever.get('cross_encoder'), stage)}"
+    elif kind == "cascade":
+        v1 = _v1_short(stage)
+        text = (f"v1 + v2 cascade, {_ce_short(run.retriever.get('cross_encoder'), stage)}"
+                + ("" if v1 == _v1_short(_default_v1_config()) else f", v1 {v1}"))
+    else:
+        text = f"{'raw dense' if kind == 'dense' else run.retriever_name} ({run.encoder_label})"
+    return shorten(text)
+
+
+def row_label(label: str, run: Run | None) -> str:
+    """A main-table row's label as shown: its name, then what restricts its run (fewer seeds, another pool, not
+    comparable), at most :data:`memrepro.tables.naming.MAX_LABEL` characters."""
+    if run is not None:
+        other_pool = run.retriever.get("pool", 500) != 500 and _kind(run.retriever) != "fullpool"  # its name says
+        label += _label_note(run) + (f" (pool {run.retriever['pool']})" if other_pool else "")
+    return shorten(label)
+
+
+def recipe_notes(selected: dict[str, Any]) -> list[str]:
+    """The legend of the rows named from their runs: each row's full recipe under its short name (and why a row is
+    not comparable, where one is)."""
+    notes = [f"{ROW_NAMES} Their full recipes:"]
+    for label, run, *_ in main_rows(selected):
+        if run is None:
+            continue
+        if label == _short(run):
+            notes.append(f"{row_label(label, run)}: {_describe(run)}{_not_comparable(run)}")
+        elif _not_comparable(run):
+            notes.append(f"{row_label(label, run)}:{_not_comparable(run)}")
+    return notes if len(notes) > 1 else []
+
+
 def _describe(run: Run) -> str:
-    """A row's name from its run's config, for rows that do not declare one (``label:``)."""
+    """A row's full recipe from its run's config (the table's legend, under the row's short name)."""
     kind = _kind(run.retriever)
     if kind == "v1":
         return f"ConvMemory v1, {_v1_text(run.retriever, run.record.retriever)}"
@@ -248,7 +357,8 @@ def _describe(run: Run) -> str:
             return f"v2 cascade over raw dense ({ce})"
         return f"v1 + v2 cascade (v1: {_v1_text(stage, run.record.retriever.get('first_stage') or {})}; {ce})"
     if kind == "fullpool":
-        return f"{FULLPOOL_ROW} ({_ce_text(run.retriever.get('cross_encoder'))})" if _per_seed(run) else FULLPOOL
+        pool = FULLPOOL_ROW.replace("500", str(run.retriever.get("pool", 500)))
+        return f"{pool} ({_ce_text(run.retriever.get('cross_encoder'))})" if _per_seed(run) else FULLPOOL
     return f"{'raw dense' if kind == 'dense' else run.retriever_name} ({run.encoder_label})"
 
 
@@ -266,23 +376,38 @@ def main_rows(selected: dict[str, Any]) -> list[tuple[str, Run | None, str | Non
         stage = run.retriever.get("first_stage") or {}
         first = (v1.get(_v1_variant(stage)) if _kind(run.retriever) == "cascade" and _kind(stage) == "v1"
                  else None if run is dense else dense)
-        rows.append((cell.label or _describe(run), run, cell.reference, first, ""))
+        rows.append((cell.label or _short(run), run, cell.reference, first, ""))
     return rows
 
 
-def main_table(selected: dict[str, Any], resamples: int = 10_000) -> pd.DataFrame:
+def _tagged(run: Run, metric: str, label: str, findings: list[Finding] | None, ignore: Sequence[str]) -> str:
+    """The findings tag of a paper cell (``" [F,S]"``) showing ``run``'s ``metric``; the findings join ``findings``
+    (the table's legend) under the row's ``label``."""
+    found = without(check_paper_cell(run, metric, encoder=PAPER_ENCODER, findings=_own_findings(run)), ignore)
+    if findings is not None:
+        findings += [Finding(f.code, f.message, f.fix, f.metrics, label) for f in found]
+    return tags(found)
+
+
+@functools.lru_cache(maxsize=None)
+def _own_findings(run: Run) -> tuple[Finding, ...]:
+    return tuple(check_run(run))
+
+
+def main_table(selected: dict[str, Any], resamples: int = 10_000, findings: list[Finding] | None = None,
+               ignore: Sequence[str] = ()) -> pd.DataFrame:
+    """The main comparison; each cell of ours carries the tags of its protocol-check findings (``findings``
+    collects them for the table's legend)."""
     dense = selected["dense"]
     headline_v1 = selected["v1"].get(_default_v1_variant())
     table = []
     for label, run, reference, first, reason in main_rows(selected):
-        row: dict[str, Any] = {"method": label}
+        row: dict[str, Any] = {"method": row_label(label, run)}
         if run is None:
             row.update({c: reason if i == 0 else "" for i, c in enumerate(COLUMNS.values())})
         else:
-            row["method"] += _seed_note(run)
-            if run.retriever.get("pool", 500) != 500:
-                row["method"] += f" (pool {run.retriever['pool']})"
             row.update({COLUMNS[m]: _cell(run, m) for m in COLUMNS})
+            marks = {COLUMNS[m]: _tagged(run, m, label, findings, ignore) for m in COLUMNS}
             batch1 = _batch1_ms(run)
             row["ms/query (batch-1)"] = f"{batch1:.1f}" if batch1 is not None else "—"
             amortized = run.record.latency.batched_amortized_ms_per_query
@@ -297,6 +422,8 @@ def main_table(selected: dict[str, Any], resamples: int = 10_000) -> pd.DataFram
                 else headline_v1
             if versus_v1 is not None and run is not versus_v1 and run is not dense:
                 row["ΔMRR vs v1 [95% CI], p"] = _delta_text(_mrr_delta(run, versus_v1, resamples))
+            for column, mark in marks.items():  # after the significance mark: "0.5581 ± 0.0238 * [S]"
+                row[column] += mark
         if reference:
             prefix = "mxbai-rerank-large-v1: " if _method(reference).startswith("mxbai") else ""
             row["paper (R@10 / MRR / H@1 / Hit@10)"] = prefix + " / ".join(
@@ -364,7 +491,8 @@ def _batch1_ms(run: Run | None) -> float | None:
     return batch1.get("mean_ms") if batch1.get("n") else None
 
 
-def ablation_table(selected: dict[str, Any], resamples: int = 10_000) -> pd.DataFrame:
+def ablation_table(selected: dict[str, Any], resamples: int = 10_000, findings: list[Finding] | None = None,
+                   ignore: Sequence[str] = ()) -> pd.DataFrame:
     """One row per arm, each the run of the ablation's declared conditions with that arm (the full-text control
     included). Deltas: against the full-text arm and against the arm's first stage (raw dense or the v1 variant
     it reranks), paired over the arm's (seed, question) rows."""
@@ -378,7 +506,7 @@ def ablation_table(selected: dict[str, Any], resamples: int = 10_000) -> pd.Data
             row["ours FULL MRR"] = "not run"
             rows.append(row)
             continue
-        row["arm"] += _seed_note(run)
+        row["arm"] += _label_note(run)
         row["ours FULL MRR"] = _cell(run, "mrr")
         row["first stage"] = _stage_text(run)
         row["cross-encoder"] = _ce_text(run.retriever.get("cross_encoder"))  # which recipe this arm ran
@@ -388,6 +516,7 @@ def ablation_table(selected: dict[str, Any], resamples: int = 10_000) -> pd.Data
                 row[f"Δ {name} [95% CI], p"] = _delta_text(test)
                 if name == "vs full text" and test.significant:
                     row["ours FULL MRR"] += " *"
+        row["ours FULL MRR"] += _tagged(run, "mrr", arm, findings, ignore)
         rows.append(row)
     return pd.DataFrame(rows).fillna("")
 

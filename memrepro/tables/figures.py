@@ -38,6 +38,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 
+from memrepro.paths import in_project
 from memrepro.runs.identity import NON_MEASURING_RETRIEVER_KEYS, SOURCE_SETTINGS
 from memrepro.tables.runs import Run, is_number as _is_number, preferred, same_setting as _same
 from memrepro.tables.settings import LABEL
@@ -254,7 +255,7 @@ def _footnote(frames: Mapping[str, pd.DataFrame], extra: str = "") -> str:
             parts.append(prefix + "fixed " + ", ".join(f"{k}={_label(v)}" for k, v in sorted(where.items())))
     points = sum(len(f) for f in frames.values())
     dropped = sum(len(f.attrs.get("dropped") or ()) for f in frames.values())
-    roots = sorted({str(Path(folder).parents[4]) for f in frames.values() for folder in f["folder"]
+    roots = sorted({in_project(Path(folder).parents[4]) for f in frames.values() for folder in f["folder"]
                     if len(Path(folder).parts) > 5})
     source = f"{points} points, each a completed run of ours" + (f" under {', '.join(roots)}" if roots else "")
     if dropped:

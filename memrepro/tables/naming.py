@@ -11,7 +11,8 @@ from __future__ import annotations
 import math
 from typing import Any, Mapping, Sequence
 
-MAX_LABEL = 60  # characters: a row label fits on a screen beside its numbers
+from memrepro.limits import MAX_LABEL
+
 _MISSING = object()
 
 

@@ -47,11 +47,13 @@ def latex(frame: pd.DataFrame, bold: pd.DataFrame | None = None, caption: str | 
 
 
 def write_table(frame: pd.DataFrame, out_dir: Path, name: str, title: str, *, bold: pd.DataFrame | None = None,
-                notes: Sequence[str] = (), keep_committed: bool = False) -> list[Path]:
+                notes: Sequence[str] = (), keep_committed: bool = False,
+                csv: pd.DataFrame | None = None) -> list[Path]:
     """``<name>.md`` (title, table, notes), ``<name>.tex`` and ``<name>.csv``; returns the paths written.
 
     ``keep_committed``: a cell the new rendering has no value for keeps the value of the table already in
-    ``out_dir``, marked (:mod:`memrepro.tables.committed`), so a missing run never blanks a committed number."""
+    ``out_dir``, marked (:mod:`memrepro.tables.committed`), so a missing run never blanks a committed number.
+    ``csv``: what the CSV holds when the shown ``frame`` abbreviates it (full texts that ``frame`` footnotes)."""
     paths = [out_dir / f"{name}.md", out_dir / f"{name}.tex", out_dir / f"{name}.csv"]
     if keep_committed:
         merged = committed.merge(frame, committed.read_committed(paths[2]))
@@ -63,5 +65,5 @@ def write_table(frame: pd.DataFrame, out_dir: Path, name: str, title: str, *, bo
     notes_block = f"\n{notes_md.lstrip()}\n" if notes else ""
     write_text_atomic(paths[0], f"# {title}\n\n{markdown(frame, bold)}\n" + notes_block)
     write_text_atomic(paths[1], latex(frame, bold, caption=title))
-    write_text_atomic(paths[2], frame.to_csv(index=False))
+    write_text_atomic(paths[2], (frame if csv is None else csv).to_csv(index=False))
     return paths

@@ -17,9 +17,16 @@ import math
 from dataclasses import dataclass
 from typing import Iterable
 
+import pandas as pd
+
+from memrepro.tables.committed import unmarked
+
 TOLERANCE_OK = 1e-4
 TOLERANCE_OKISH = 1e-2
 VERDICTS = ("OK", "OKish", "FAIL")
+KINDS = (*VERDICTS, "not comparable", "missing")  # how the cells of a table are counted
+RULE = (f"OK |Δ| ≤ {TOLERANCE_OK:g}, OKish |Δ| ≤ {TOLERANCE_OKISH:g}, FAIL otherwise; counts must be equal")
+INLINE_REASON = 24  # characters: a reason this short stays in its row ("missing: not run")
 _FLOAT_SLACK = 1e-9  # 0.4242 - 0.42415 style float noise must not flip a verdict
 
 
@@ -79,16 +86,40 @@ def summary_line(cells: Iterable[Cell]) -> str:
     return summary_of_verdicts(cell.verdict for cell in cells)
 
 
+
+def verdict_kind(verdict: str) -> str:
+    """Which of :data:`KINDS` a verdict text counts as (a reason that is not "missing: …" is not comparable)."""
+    if verdict in VERDICTS:
+        return verdict
+    return "missing" if verdict.startswith("missing") else "not comparable"
+
+
+def verdict_counts(verdicts: Iterable[str]) -> dict[str, int]:
+    """How many verdicts of each of :data:`KINDS`."""
+    counts = dict.fromkeys(KINDS, 0)
+    for verdict in verdicts:
+        counts[verdict_kind(verdict)] += 1
+    return counts
+
+
 def summary_of_verdicts(verdicts: Iterable[str]) -> str:
     """:func:`summary_line` from the verdict texts (a rendered matrix's ``verdict`` column)."""
-    counts = {"OK": 0, "OKish": 0, "FAIL": 0, "not comparable": 0, "missing": 0}
-    total = 0
-    for verdict in verdicts:
-        total += 1
-        if verdict in VERDICTS:
-            counts[verdict] += 1
-        elif verdict.startswith("missing"):
-            counts["missing"] += 1
-        else:
-            counts["not comparable"] += 1
-    return f"{total} cells: " + " · ".join(f"{name} {n}" for name, n in counts.items())
+    counts = verdict_counts(verdicts)
+    return f"{sum(counts.values())} cells: " + " · ".join(f"{name} {n}" for name, n in counts.items())
+
+
+def footnoted(frame: pd.DataFrame, column: str = "verdict") -> tuple[pd.DataFrame, list[str]]:
+    """The matrix with each long reason in ``column`` replaced by its kind and a note number
+    (``not comparable [3]``; a ‡ mark stays), and the numbered reasons (``[3] per-seed retrained …``), numbered in
+    order of first use: the rows stay one line with their verdicts on screen. The CSV keeps the full texts."""
+    numbers: dict[str, int] = {}
+
+    def short(cell: str) -> str:
+        text = unmarked(cell)
+        if text in VERDICTS or len(text) <= INLINE_REASON:
+            return cell
+        number = numbers.setdefault(text, len(numbers) + 1)
+        return f"{verdict_kind(text)} [{number}]" + cell[len(text):]  # the mark, if any
+
+    shown = frame.assign(**{column: frame[column].map(short)})
+    return shown, [f"[{n}] {text}" for text, n in numbers.items()]

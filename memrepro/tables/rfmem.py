@@ -15,10 +15,12 @@ contexts are not available here — those cells carry the reason instead of a ve
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 import pandas as pd
 
+from memrepro.checks import Finding, check_paper_cell, check_run, tags
 from memrepro.evaluation.significance import paired_bootstrap
 from memrepro.reference import reference_at
 from memrepro.tables.reproduction import Cell
@@ -32,7 +34,11 @@ ENCODERS: dict[str, tuple[str | None, str]] = {
     "BAAI/bge-base-en-v1.5": (None, "missing: no offline weights for BAAI/bge-base-en-v1.5"),
 }
 TIME_REASON = "not comparable: latency measured on another machine (ours: 2-core CPU)"
+VARIANT_ENCODER = "multi-qa-MiniLM-L6-cos-v1"  # the encoder of Tables 15 and 16 (their basic block is Table 2's)
 METHODS = {"familiarity": "Familiarity", "recollection": "Recollection", "rf_mem": "RF-Mem"}
+# the reproduction matrix names a cell's row "<block> / <method>" with the paper's own abbreviations (its Tables 1
+# and 17), so that the longest block, "Graph + Breadth-First Search (Fully Exploration)", fits a 60-character label
+MATRIX_METHODS = {"Familiarity": "Famili.", "Recollection": "Recol."}
 PB_CATEGORIES = {"basic_info": ("Basic_information_easy", "Basic Info"), "social_info": ("Social_easy", "Social Info"),
                  "pref_easy": ("Preference_easy", "Pref Easy"), "pref_hard": ("Preference_hard", "Pref Hard")}
 
@@ -75,6 +81,7 @@ class Column:
     ours: Callable[[Run], float | None]
     paper: Callable[[Mapping[str, Any]], float | None]
     kind: str = "score"  # score (higher is better) | time (lower is better) | count
+    metric: str | None = None  # the per-query metric a score column reads (which findings concern it)
 
 
 @dataclass
@@ -86,6 +93,7 @@ class Row:
     reason: str = ""  # why this row is not comparable with the paper ("" = comparable)
     missing: str = "missing: not run"  # the reason given when a run is absent
     marks: dict[str, str] = field(default_factory=dict)  # column label -> significance mark
+    paper_encoder: str = ""  # the encoder of the paper's row (a run on another one carries a finding)
 
 
 @dataclass
@@ -93,6 +101,7 @@ class Built:
     frame: pd.DataFrame
     bold: pd.DataFrame
     cells: list[Cell]
+    findings: list[Finding] = field(default_factory=list)  # the protocol check's, of every tagged cell
 
 
 def _format(value: float | None, kind: str) -> str:
@@ -105,12 +114,21 @@ def build(table: str, rows: Sequence[Row], columns: Sequence[Column], block_labe
     """Paper-layout frame (a row of ours and a row of the paper's per method), bold flags and reproduction cells."""
     records, bold_records, cells = [], [], []
     ours_values: list[dict[str, float | None]] = []
+    marked: list[Finding] = []
+    own: dict[Path, list[Finding]] = {}
     for row in rows:
-        ours = {}
+        ours, tagged = {}, {}
         for col in columns:
             run = row.runs.get(col.group)
             value = None if run is None else col.ours(run)
             ours[col.label] = value
+            if run is not None and value is not None:
+                found = check_paper_cell(run, col.metric, encoder=row.paper_encoder or None,
+                                         latency=col.kind == "time",
+                                         findings=own.setdefault(run.folder, check_run(run)))
+                tagged[col.label] = tags(found)
+                marked += [Finding(f.code, f.message, f.fix, f.metrics, f"{row.block} / {row.method}, {col.label}")
+                           for f in found]
             paper_row = row.paper.get(col.group)
             paper_value = None if paper_row is None else col.paper(paper_row)
             if run is None:
@@ -120,11 +138,12 @@ def build(table: str, rows: Sequence[Row], columns: Sequence[Column], block_labe
             else:
                 reason = row.reason
             if paper_value is not None or value is not None:
-                cells.append(Cell(table, f"{row.block} / {row.method}", col.label, value, paper_value, reason,
-                                  exact=col.kind == "count"))
+                cells.append(Cell(table, f"{row.block} / {MATRIX_METHODS.get(row.method, row.method)}", col.label,
+                                  value, paper_value, reason, exact=col.kind == "count"))
         ours_values.append(ours)
         records.append({block_label: row.block, "method": row.method, "source": "ours",
-                        **{c.label: _format(ours[c.label], c.kind) + row.marks.get(c.label, "") for c in columns}})
+                        **{c.label: _format(ours[c.label], c.kind) + row.marks.get(c.label, "")
+                           + tagged.get(c.label, "") for c in columns}})
         records.append({block_label: row.block, "method": row.method, "source": "paper",
                         **{c.label: _format(None if row.paper.get(c.group) is None else c.paper(row.paper[c.group]),
                                             c.kind) for c in columns}})
@@ -142,7 +161,7 @@ def build(table: str, rows: Sequence[Row], columns: Sequence[Column], block_labe
             flags[col.label] = value is not None and best is not None and len(block) > 1 and value == best
         bold_records.append({block_label: False, "method": False, "source": False, **flags})
         bold_records.append({block_label: False, "method": False, "source": False, **{c.label: False for c in columns}})
-    return Built(pd.DataFrame(records), pd.DataFrame(bold_records), cells)
+    return Built(pd.DataFrame(records), pd.DataFrame(bold_records), cells, marked)
 
 
 def significance(rows: Sequence[Row], baseline: Callable[[Row], Row | None], columns: Sequence[tuple[str, str, str]],
@@ -191,9 +210,9 @@ def _pb_columns(with_time: bool = True) -> list[Column]:
         metric, key = f"pb_recall@{k}", f"recall_at_{k}"
         for paper_key, (cat, label) in PB_CATEGORIES.items():
             columns.append(Column(f"R@{k} {label}", f"k{k}", category(cat, metric),
-                                  lambda p, key=key, pk=paper_key: (p.get(key) or {}).get(pk)))
+                                  lambda p, key=key, pk=paper_key: (p.get(key) or {}).get(pk), metric=metric))
         columns.append(Column(f"R@{k} Overall", f"k{k}", overall(metric),
-                              lambda p, key=key: (p.get(key) or {}).get("overall")))
+                              lambda p, key=key: (p.get(key) or {}).get("overall"), metric=metric))
         if with_time:
             columns.append(Column(f"R@{k} Time (ms)", f"k{k}", time_ms,
                                   lambda p, key=key: (p.get(key) or {}).get("time_ms"), kind="time"))
@@ -225,7 +244,7 @@ def table2(cells: Cells, resamples: int) -> tuple[Built, list[str]]:
             paper = reference_at("rfmem", "table_2", "models", paper_model, method)
             found = {} if ours_label is None else _pb_runs(cells, "rfmem", "table_2", "models", paper_model, method)
             rows.append(Row(block, label, found, _paper_pair(paper), reason,
-                            missing=reason if ours_label is None else "missing: not run"))
+                            missing=reason if ours_label is None else "missing: not run", paper_encoder=paper_model))
     notes = significance(rows, same_block("Familiarity", rows), [("R@5 Overall", "k5", "pb_recall@5"),
                                                                  ("R@10 Overall", "k10", "pb_recall@10")], resamples)
     return build("rfmem_table2", rows, _pb_columns()), notes
@@ -240,13 +259,15 @@ def table17(cells: Cells) -> Built:
                       kind="count"),
                Column("Route→Recol.", "k5", routed("recollection"), lambda p: p.get("route_recollection"),
                       kind="count"),
-               Column("R@5 Overall", "k5", overall("pb_recall@5"), lambda p: p.get("recall_at_5_overall"))]
+               Column("R@5 Overall", "k5", overall("pb_recall@5"), lambda p: p.get("recall_at_5_overall"),
+                      metric="pb_recall@5")]
     rows = []
     for paper_model, (ours_label, reason) in ENCODERS.items():
         block = paper_model if ours_label is None or ours_label == paper_model else f"{ours_label} (for {paper_model})"
         found = {} if ours_label is None else {"k5": _declared(cells, "k5", "rfmem", "table_17", "models", paper_model)}
         rows.append(Row(block, "RF-Mem", found, {"k5": reference_at("rfmem", "table_17", "models", paper_model)},
-                        reason, missing=reason if ours_label is None else "missing: not run"))
+                        reason, missing=reason if ours_label is None else "missing: not run",
+                        paper_encoder=paper_model))
     return build("rfmem_table17", rows, columns)
 
 
@@ -260,7 +281,8 @@ def variant_table(cells: Cells, number: int, resamples: int) -> tuple[Built, lis
             if method not in node:
                 continue
             found = _pb_runs(cells, "rfmem", f"table_{number}", "blocks", block_key, method)
-            rows.append(Row(node["label"], label, found, _paper_pair(node[method]), reason))
+            rows.append(Row(node["label"], label, found, _paper_pair(node[method]), reason,
+                            paper_encoder=VARIANT_ENCODER))
     notes = significance(rows, first_block(rows), [("R@5 Overall", "k5", "pb_recall@5"),
                                                    ("R@10 Overall", "k10", "pb_recall@10")], resamples)
     return build(f"rfmem_table{number}", rows, _pb_columns(with_time=False), block_label="variant"), notes
@@ -272,7 +294,7 @@ def table3(cells: Cells, resamples: int) -> tuple[Built, list[str]]:
         short = "S" if split.endswith("s") else "M"
         for k in (5, 10, 50):
             columns.append(Column(f"{short} R@{k}", split, overall(f"recall_all@{k}"),
-                                  lambda p, k=k: p.get(f"recall_at_{k}")))
+                                  lambda p, k=k: p.get(f"recall_at_{k}"), metric=f"recall_all@{k}"))
         columns.append(Column(f"{short} Time (ms)", split, time_ms, lambda p: p.get("time_ms"), kind="time"))
     rows = []
     for paper_model, (ours_label, encoder_reason) in ENCODERS.items():
@@ -291,7 +313,7 @@ def table3(cells: Cells, resamples: int) -> tuple[Built, list[str]]:
                 "missing: not run (mpnet encode of S: 2.3-4 h here; "
                 "`python -m memrepro experiments --include-optional`)"
                 if ours_label == "all-mpnet-base-v2" else "missing: not run")
-            rows.append(Row(block, label, found, dict(paper), reason, missing=missing))
+            rows.append(Row(block, label, found, dict(paper), reason, missing=missing, paper_encoder=paper_model))
     # LongMemEval-M is not in the offline data: every M cell says so
     for row in rows:
         row.runs["longmemeval_m"] = None

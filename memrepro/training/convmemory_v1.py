@@ -26,20 +26,22 @@ import time
 import uuid
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 import numpy as np
-import torch
 
 from memrepro.artifacts.per_seed import PerSeedArtifact, published_folder, weights_sha256
-from memrepro.models.convmemory_v1 import ConvMemoryV1, QueryInputs, ce_lite_scores, features, sliding_windows
 from memrepro.models.convmemory_v1_shape import V1_DEFAULT_SHAPE, V1Architecture
 from memrepro.models.cross_encoder import TRAINING_INFO
 from memrepro.models.sanity import SANITY_RECORDS, DivergedModelError, check_loss, check_scores, check_weights
 from memrepro.training.recipes import V1Recipe, divergence_fix
-from memrepro.training.state import load_state, partial_path, save_state
 from memrepro.types import Split
 from memrepro.validate import validate_arguments
+
+if TYPE_CHECKING:  # torch and the v1 module (a torch module) are imported where a model is trained or loaded
+    import torch
+
+    from memrepro.models.convmemory_v1 import ConvMemoryV1, QueryInputs
 
 
 
@@ -55,6 +57,10 @@ class TrainItem:
 
 def item_loss(model: ConvMemoryV1, item: TrainItem, teacher: np.ndarray, recipe: V1Recipe) -> torch.Tensor:
     """The official ``train_one_item`` loss for one question (candidates in raw dense order)."""
+    import torch
+
+    from memrepro.models.convmemory_v1 import features, sliding_windows
+
     cand = item.inputs.candidates
     windows = sliding_windows(len(item.inputs.memory_vectors), model.architecture.window_size)
     logits = model.scorer(features(model, item.inputs, windows))
@@ -86,6 +92,11 @@ def train_v1(items: Sequence[TrainItem], teacher_of: Callable[[TrainItem], np.nd
     """Train on ``items`` (one split's dev questions) and write ``out_dir`` atomically in the official layout
     (``config.json`` + ``model.pt``, loadable by ``convmemory.ConvMemory.from_pretrained``) plus our
     ``memrepro_training.json``. Resumes from ``out_dir``'s partial state when one exists for the same identity."""
+    import torch
+
+    from memrepro.models.convmemory_v1 import ConvMemoryV1
+    from memrepro.training.state import load_state, partial_path
+
     from tqdm.auto import tqdm
 
     partial = partial_path(out_dir)
@@ -144,6 +155,8 @@ def train_v1(items: Sequence[TrainItem], teacher_of: Callable[[TrainItem], np.nd
 
 def _check_trained(model: ConvMemoryV1, items: Sequence[TrainItem], what: str, fix: str) -> None:
     """Finite weights, and finite CE-lite scores of a few dev questions, before the model may be saved."""
+    from memrepro.models.convmemory_v1 import ce_lite_scores
+
     check_weights(model.state_dict(), what, fix)
     sample = [item for item in items if len(item.inputs.candidates) >= 2][:SANITY_RECORDS]
     if sample:
@@ -153,12 +166,16 @@ def _check_trained(model: ConvMemoryV1, items: Sequence[TrainItem], what: str, f
 
 def _save_partial(path: Path, model: ConvMemoryV1, optimiser, done: int, losses: list[float], seconds: float,
                   info: dict) -> None:
+    from memrepro.training.state import save_state
+
     save_state(path, {"identity": info.get("identity"), "model": model.official_state(),
                       "optimiser": optimiser.state_dict(), "done": done, "losses": losses, "seconds": seconds})
 
 
 def save_v1(model: ConvMemoryV1, out_dir: Path, log: dict[str, Any], embedding_model: str | None = None) -> None:
     """The official checkpoint layout, written to a temporary folder and renamed into place."""
+    import torch
+
     import shutil
 
     a = model.architecture
@@ -181,6 +198,10 @@ def save_v1(model: ConvMemoryV1, out_dir: Path, log: dict[str, Any], embedding_m
 
 def load_v1(folder: Path) -> tuple[ConvMemoryV1, dict | None]:
     """A v1 checkpoint in the official layout (ours or the published one) and our training log, if any."""
+    import torch
+
+    from memrepro.models.convmemory_v1 import ConvMemoryV1
+
     config = json.loads((folder / "config.json").read_text())
     mc, rc = config["model_config"], config.get("rerank_config", {})
     d = V1_DEFAULT_SHAPE  # a key the file lacks takes the published model's value
@@ -251,6 +272,7 @@ class V1Models(PerSeedArtifact):
         return f"per-seed retrained, {self.recipe.label}"
 
     def items(self, split: Split) -> list[TrainItem]:
+        from memrepro.models.convmemory_v1 import QueryInputs
         from memrepro.search import search
 
         ctx = self.context

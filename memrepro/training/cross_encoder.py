@@ -34,7 +34,6 @@ from memrepro.retrievers.base import RetrievalInput, RetrieverBase
 from memrepro.retrievers.cascade import (DonorTexts, arm_rng, as_candidate, check_candidates, corrupt_texts,
                                          v2_pairs)
 from memrepro.training.recipes import CrossEncoderRecipe, divergence_fix
-from memrepro.training.state import load_state, partial_path, save_state
 from memrepro.types import Benchmark, Split
 
 
@@ -103,6 +102,8 @@ def train(records: Sequence[TrainRecord], base_path: str, out_dir: Path, recipe:
     import torch
     from sentence_transformers import CrossEncoder
     from tqdm.auto import tqdm
+
+    from memrepro.training.state import load_state, partial_path, save_state
 
     if recipe.arm not in ARMS:
         raise ValueError(f"unknown arm {recipe.arm!r}")
@@ -279,17 +280,19 @@ class TrainedCrossEncoders(PerSeedArtifact):
         if self.record_stage is not None:
             self.record_stage.bind_training(context)
 
-    def base(self) -> tuple[str, str]:
-        """The configured base (the papers' ms-marco cross-encoder) when it loads, else the offline backbone."""
-        if self._base is None:
+    def base(self, verify: bool = False) -> tuple[str, str]:
+        """The configured base (the papers' ms-marco cross-encoder) when it loads, else the offline backbone:
+        ``(where it is, its name)``. The name is what the recipe hashes; ``verify`` (to train from it) extracts and
+        checks an offline bundle's weights first (:func:`memrepro.models.resolve.resolve_model`)."""
+        if self._base is None or verify:
             from memrepro.errors import ModelNotFoundError
             from memrepro.models.resolve import resolve_model
 
             try:
-                resolved = resolve_model(self.base_model)
+                resolved = resolve_model(self.base_model, verify=verify)
                 self._base = (resolved.path, resolved.name)
             except ModelNotFoundError:
-                fallback = resolve_model(self.fallback_base_model)
+                fallback = resolve_model(self.fallback_base_model, verify=verify)
                 self._base = (fallback.path, f"{fallback.name} (bi-encoder backbone; substitute for "
                                              f"{self.base_model})")
         return self._base
@@ -378,7 +381,7 @@ class TrainedCrossEncoders(PerSeedArtifact):
 
     def train(self, split: Split, out_dir: Path) -> None:
         records = self.training_records(split)
-        base_path, base_label = self.base()
+        base_path, base_label = self.base(verify=True)
         recipe = Recipe(**{**asdict(self.recipe), "seed": int(split.seed or 0)})
         log = train(records, base_path, out_dir, recipe, base_label, device=self.context.device,
                     donors=self.donors(split.dev_episode_ids), checkpoint_every_s=self.context.checkpoint_every_s,

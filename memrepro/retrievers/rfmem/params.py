@@ -68,8 +68,8 @@ class RecollectionParams:
     kmeans_seed: int = param(42, integer_at_least(0))  # also the seed of spectral clustering
     # -- Appendix D.8-D.9 alternatives (Tables 15-16). Not in the release: each construction is memrepro's own,
     # documented in recollection.py. The defaults are the released algorithm, unchanged.
-    clustering: str = param("kmeans", one_of("kmeans", "dbscan", "spectral"))  # kmeans | dbscan (D.8.1) |
-    #   spectral (D.8.2): replaces KMeans
+    clustering: str = param("kmeans", one_of("kmeans", "dbscan", "spectral"))  # kmeans | dbscan | spectral:
+    #   replaces KMeans (the RF-Mem paper's appendix D.8.1 / D.8.2; docs/retrievers.md#recollection-variants)
     dbscan_eps: float = param(0.5, number_above(0.0))  # scikit-learn's default radius, Euclidean on unit
     #   vectors (≈ cosine ≥ 0.875)
     dbscan_min_samples: int = param(2, integer_at_least(1))  # the smallest value that still leaves noise
@@ -77,14 +77,15 @@ class RecollectionParams:
     dbscan_noise: str = param("singleton", one_of("singleton", "drop"))  # singleton | drop: a noise point is
     #   its own cluster / joins none
     spectral_gamma: float = param(1.0, number_above(0.0))  # RBF affinity exp(-γ‖x−y‖²), scikit-learn's default
-    mixing: str = param("alpha", one_of("alpha", "gated"))  # alpha | gated (D.8.3: weight σ(⟨x_b, g⟩) in
-    #   place of α)
-    expansion: str = param("cluster", one_of("cluster", "graph_bfs"))  # cluster | graph_bfs (D.8.4: kNN
-    #   graph + breadth-first search)
+    mixing: str = param("alpha", one_of("alpha", "gated"))  # alpha | gated: weight σ(⟨x_b, g⟩) in place of α
+    #   (the RF-Mem paper's appendix D.8.3; docs/retrievers.md#recollection-variants)
+    expansion: str = param("cluster", one_of("cluster", "graph_bfs"))  # cluster | graph_bfs: kNN graph +
+    #   breadth-first search (the RF-Mem paper's appendix D.8.4; docs/retrievers.md#recollection-variants)
     graph_k: Optional[int] = param(None, integer_at_least(1))  # out-degree of the kNN graph; None = the fanout F
     graph_min_sim: Optional[float] = param(0.0, COSINE)  # keep a kNN edge only if its cosine >= this; None =
     #   keep all k
-    full_exploration: bool = False  # D.9: no early stop at K; all R rounds, then a dense re-rank to q0, cut to K
+    full_exploration: bool = False  # no early stop at K; all R rounds, then a dense re-rank to q0, cut to K
+    #   (the RF-Mem paper's appendix D.9; docs/retrievers.md#recollection-variants)
 
     @staticmethod
     def check_together(values: Mapping[str, Any], prefix: str) -> None:

@@ -1,0 +1,241 @@
+"""``python -m memrepro report``: the miss breakdown, sweeps read from settings, recipes against presets, the paper
+layout of the matrix, and the site built from real fixture runs (kept copies read in place, damaged runs named and
+left out, refusals in one line). The pages in a real browser: tests/test_report_browser.py."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from report_site import SWEEP_K, build_site, make_runs
+
+from memrepro.site.misses import Buckets, best_gold_rank, breakdown
+from memrepro.site.sweeps import find_sweeps
+
+
+# ------------------------------------------------------------------------------------------------ miss breakdown
+
+def _row(ranks: dict, category: str = "1", excluded: str | None = None, returned: int = 100) -> dict:
+    return {"gold_ranks": ranks, "category": category, "excluded": excluded, "n_returned": returned}
+
+
+def test_best_gold_rank_is_the_smallest_rank_of_a_returned_gold_memory() -> None:
+    assert best_gold_rank(_row({"a": 7, "b": 3, "c": None})) == 3
+    assert best_gold_rank(_row({"a": None})) is None
+    assert best_gold_rank(_row({})) is None
+
+
+def test_buckets_golden() -> None:
+    buckets = Buckets(689)
+    assert buckets.labels == ["1", "2–5", "6–10", "11–50", "51–689", "not retrieved"]
+    assert [buckets.of(r) for r in (1, 2, 5, 6, 10, 11, 50, 51, 689, None)] == [0, 1, 1, 2, 2, 3, 3, 4, 4, 5]
+    # a run returning 5 items has no bucket past 5
+    assert Buckets(5).labels == ["1", "2–5", "not retrieved"]
+    assert Buckets(5).of(None) == 2
+
+
+def test_breakdown_counts_scored_rows_overall_and_per_category() -> None:
+    rows = [_row({"a": 1}, "1"), _row({"a": 4}, "1"), _row({"a": 8, "b": 60}, "2"), _row({"a": None}, "2"),
+            _row({"a": 1}, "2", excluded="abstention"), _row({"a": 30}, "3")]
+    result = breakdown(rows, {"1": "multi-hop", "2": "temporal"})
+    assert result.groups == ["all", "multi-hop", "temporal", "3"]
+    assert result.counts == [[1, 1, 1, 1, 0, 1], [1, 1, 0, 0, 0, 0], [0, 0, 1, 0, 0, 1], [0, 0, 0, 1, 0, 0]]
+    assert result.excluded == {"abstention": 1}
+    assert result.table()[0]["n"] == 5 and result.table()[0]["cells"][0] == (1, 0.2)
+
+
+# ------------------------------------------------------------------------------------------------ sweeps
+
+def _run(name: str, retriever: dict, dataset: str = "personabench") -> SimpleNamespace:
+    return SimpleNamespace(dataset=dataset, retriever_name="rfmem", encoder_label="minilm",
+                           settings={"dataset": {"name": dataset}, "retriever": retriever},
+                           preference=(True, 1, 0.0, name), folder=Path(name))
+
+
+def test_a_grid_of_runs_is_one_sweep_and_settings_that_move_together_are_one_dimension() -> None:
+    runs = [_run(f"r{k}{a}{t}", {"k": k, "fanout": k // 5, "alpha": a, "tau": t})
+            for k in (5, 10) for a in (0.1, 0.5, 0.9) for t in (0.2, 0.3)]
+    runs.append(_run("lone", {"k": 5, "fanout": 1, "alpha": 0.5, "tau": 0.25, "clustering": "dbscan"}))
+    sweeps = find_sweeps(runs)
+    assert len(sweeps) == 1
+    sweep = sweeps[0]
+    assert len(sweep.runs) == 12 and "lone" not in {r.folder.name for r in sweep.runs}
+    assert sweep.dimensions == (("retriever.k", "retriever.fanout"), ("retriever.alpha",), ("retriever.tau",))
+    assert sweep.title == "rfmem on personabench (minilm): k, fanout × alpha × tau"
+
+
+def test_runs_that_are_not_a_grid_are_no_sweep() -> None:
+    # 3 of the 4 combinations of a small grid (a large one may miss a quarter: failed points)
+    runs = [_run("a", {"alpha": 0.1, "tau": 0.2}), _run("b", {"alpha": 0.5, "tau": 0.2}),
+            _run("c", {"alpha": 0.1, "tau": 0.3})]
+    assert find_sweeps(runs) == []
+
+
+def test_a_point_another_command_added_is_set_aside() -> None:
+    runs = [_run(f"g{a}{t}", {"alpha": a, "tau": t}) for a in (0.1, 0.3, 0.5, 0.7) for t in (0.2, 0.3)]
+    runs.append(_run("extra", {"alpha": 0.5, "tau": 0.9}))
+    (sweep,) = find_sweeps(runs)
+    assert len(sweep.runs) == 8 and "extra" not in {r.folder.name for r in sweep.runs}
+
+
+# ------------------------------------------------------------------------------------------------ the matrix
+
+def test_matrix_keeps_the_papers_layout_and_footnotes_reasons(tmp_path: Path) -> None:
+    from report_site import MATRIX
+
+    from memrepro.site.matrix import read_matrix
+
+    (tmp_path / "reproduction_matrix.csv").write_text(MATRIX, encoding="utf-8")
+    (tmp_path / "fixture_table.md").write_text("# Fixture Table 2: recall by category\n", encoding="utf-8")
+    table, second = read_matrix(tmp_path)
+    assert table.title == "Fixture Table 2: recall by category" and second.title == "second_table"
+    assert [(g, [r.label for r in rows]) for g, rows in table.row_groups()] == [
+        ("encoder A", ["Method one"]), ("encoder B", ["Method one"])]
+    assert table.column_groups() == [("R@5", 2), ("R@10", 2)]
+    assert table.counts == {"OK": 1, "OKish": 1, "FAIL": 1, "not comparable": 2, "missing": 3}
+    assert table.notes == ["not comparable: another encoder stands in", "missing: no offline weights"]
+    cell = table.cells[("encoder B / Method one", "R@10 Basic")]
+    assert (cell.ours, cell.committed, cell.note, cell.kind) == ("0.6100", True, 1, "not comparable")
+    assert second.column_groups() == [("", 1)] and read_matrix(tmp_path / "absent") is None
+
+
+# ------------------------------------------------------------------------------------------------ the site
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory: pytest.TempPathFactory, fixtures_dir: Path):
+    root = tmp_path_factory.mktemp("report")
+    return build_site(make_runs(root, fixtures_dir), fixtures_dir)
+
+
+def _page(path: Path) -> str:
+    return path.read_text(encoding="utf-8")
+
+
+def test_site_has_every_page_and_no_run_is_named_by_its_id(site) -> None:
+    out = site.site
+    runs = sorted((out / "runs").glob("*.html"))
+    assert len(runs) == 5  # dense, bm25, three sweep points (one from its kept copy); the damaged ones left out
+    assert (out / "compare" / "fixture_bm25_vs_dense.html").is_file()
+    (sweep,) = (out / "sweeps").glob("*.html")
+    index = _page(out / "index.html")
+    assert "Fixture Table 2: recall by category" in index and 'href="reproduction.html#fixture_table"' in index
+    assert "Fixture: BM25 vs dense" in index and sweep.name in index
+    text = " ".join(_page(p) for p in runs)
+    for folder in (site.dense, site.bm25, *site.sweep):
+        # the id is shown as metadata, never as a run's name
+        assert f"<h1 title=" in _page(out / "runs" / f"{folder.name}.html")
+    labels = re.findall(r'<a href="runs/[0-9a-f]{16}\.html" title="[^"]*">([^<]*)</a>', _page(out / "runs.html"))
+    assert len(labels) == 5 and not any(re.search(r"[0-9a-f]{8}", label) for label in labels), labels
+    assert "k=1" in labels and "k=3" in labels and "k=5" in labels
+    assert "kept" in _page(out / "runs.html") and text
+
+
+def test_damaged_runs_are_named_in_one_line_and_left_out(site) -> None:
+    lines = site.warnings
+    assert any(str(site.damaged) in line and "queries.jsonl" in line for line in lines), lines
+    assert any(str(site.damaged_kept) in line and "metrics.json" in line for line in lines), lines
+    assert all("\n" not in line for line in lines)
+    assert not (site.site / "runs" / f"{site.damaged.name}.html").exists()
+    index = _page(site.site / "index.html")
+    assert "Left out" in index and str(site.damaged) in index
+
+
+def test_run_page_shows_settings_metrics_misses_and_explorer_data(site) -> None:
+    page = _page(site.site / "runs" / f"{site.sweep[1].name}.html")
+    assert "familiarity" in page and "<code>k</code>" in page  # the setting that differs from the preset
+    assert "Miss breakdown" in page and 'id="miss-chart"' in page and "not retrieved" in page
+    meta = json.loads(re.search(r'<script type="application/json" class="explorer-meta">(.*?)</script>', page,
+                                re.S).group(1))
+    rows_file = site.site / meta["chunks"][0]
+    rows = json.loads(re.search(r"MR\.addRows\(\"[0-9a-f]+\", 0, (.*)\);", rows_file.read_text()).group(1))
+    assert len(rows) == meta["rows"] > 0
+    texts = json.loads(re.search(r"MR\.addTexts\(\"\w+\", (.*)\);", (site.site / meta["texts"]).read_text()).group(1))
+    assert texts["missing"] == "" and texts["queries"]
+    # every memory a row shows has its text
+    assert all(texts["texts"][m] for row in rows for m, _ in row[5] + row[6])
+
+
+def test_sweep_page_marks_the_best_point_and_plots_each_setting(site) -> None:
+    (sweep,) = (site.site / "sweeps").glob("*.html")
+    page = _page(sweep)
+    assert page.count('class="best"') == 1 and "against k" in page
+    assert all(f"<td>{k}</td>" in page for k in SWEEP_K)
+
+
+def test_comparison_page_has_the_paired_test_and_the_moves(site) -> None:
+    page = _page(site.site / "compare" / "fixture_bm25_vs_dense.html")
+    assert "95% CI" in page and "wins" in page and "Where the gold moved" in page
+    assert 'data-texts="' in page
+
+
+def test_a_folder_that_is_not_a_report_is_never_replaced(tmp_path: Path) -> None:
+    from memrepro.site.build import Options, ReportError, build
+
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "notes.txt").write_text("keep me")
+    with pytest.raises(ReportError, match="is not a report folder"):
+        build(Options(tmp_path / "results", None, tmp_path / "mine", workers=0), print)
+    assert (tmp_path / "mine" / "notes.txt").read_text() == "keep me"
+
+
+def test_empty_results_give_a_page_that_says_how_to_make_a_run(tmp_path: Path) -> None:
+    from memrepro.site.build import HOW_TO_RUN, Options, build
+
+    built = build(Options(tmp_path / "results", tmp_path / "kept", tmp_path / "site", workers=0), print)
+    index = _page(built.index)
+    assert built.runs == 0 and "No runs yet" in index and HOW_TO_RUN in index
+    assert "python -m memrepro tables" in index  # no matrix either: says how to make it
+
+
+def test_texts_absent_say_why(tmp_path: Path) -> None:
+    from memrepro.site.texts import TextTable
+
+    table = TextTable("k", {"_target_": "memrepro.datasets.locomo.load_locomo", "data_dir": str(tmp_path),
+                            "file": "locomo/locomo10.json"}, "0" * 64)
+    table.memory("conv-26", "D1:3")
+    os.environ.pop("MEMREPRO_DATA_DIR_UNUSED", None)
+    env = dict(os.environ)
+    try:
+        os.environ["MEMREPRO_DATA_DIR"] = str(tmp_path)
+        table.fill()
+    finally:
+        os.environ.clear()
+        os.environ.update(env)
+    document = table.document()
+    assert document["texts"] is None and document["ids"] == ["D1:3"]
+    assert "could not be read" in document["missing"] and str(tmp_path) in document["missing"]
+
+
+@pytest.mark.integration
+def test_compare_of_runs_on_different_benchmarks_is_refused_in_one_line(site, tmp_path: Path,
+                                                                         fixtures_dir: Path) -> None:
+    from report_site import FAST, environment
+
+    from memrepro import runner
+    from memrepro.api import compose
+
+    with environment(MEMREPRO_DATA_DIR=str(fixtures_dir), MEMREPRO_CACHE_DIR=str(tmp_path / "cache"),
+                     MEMREPRO_RESULTS_DIR=str(tmp_path / "results")):
+        other = runner.run(compose("personabench", "fake", "familiarity",
+                                   [*FAST[:-1], "dataset.communities=[community_0]", "retriever.k=5",
+                                    "dataset.allow_unverified=true"])).folder
+    env = {**os.environ, "MEMREPRO_DATA_DIR": str(fixtures_dir)}
+    out = subprocess.run([sys.executable, "-m", "memrepro", "report", "--compare", str(site.dense), str(other),
+                          "--out", str(tmp_path / "site")], capture_output=True, text=True, env=env, timeout=300)
+    assert out.returncode == 2, out.stderr
+    assert len(out.stderr.strip().splitlines()) == 1 and "different benchmarks" in out.stderr
+    assert not (tmp_path / "site").exists()  # refused before anything is written
+
+    ok = subprocess.run([sys.executable, "-m", "memrepro", "report", "--compare", str(site.dense), str(site.bm25),
+                         "--out", str(tmp_path / "site"), "--resamples", "200"], capture_output=True, text=True,
+                        env=env, timeout=300)
+    assert ok.returncode == 0, ok.stderr
+    page = Path(ok.stdout.split("comparison: ", 1)[1].strip())
+    assert page.is_file() and "bm25" in page.read_text(encoding="utf-8")
