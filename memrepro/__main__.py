@@ -84,19 +84,22 @@ def _hydra_errors_in_one_line() -> None:
     and sometimes a stack trace, and a task's own failure as a traceback; memrepro's contract is one line, with
     exit code 2 for bad input and 1 for the rest. Hydra offers no hook around composition, so its reporting
     function is replaced (through :mod:`memrepro.hydra_internals`, the one home of Hydra's private names)."""
+    import yaml
     from hydra.errors import HydraException
     from omegaconf.errors import OmegaConfBaseException
 
     from memrepro.hydra_internals import mode_from_command_line, report_errors_with
 
     def run_and_report(func):
-        from memrepro.cli.failures import composition_error, reported
+        from memrepro.cli.failures import composition_error, config_file_error, reported
 
         with reported():  # --debug: the traceback too, as for any failure
             try:
                 return func()
             except (HydraException, OmegaConfBaseException) as exc:
                 raise composition_error(exc) from exc
+            except yaml.YAMLError as exc:  # a config file Hydra could not read (a python/ tag, bad syntax)
+                raise config_file_error(exc) from exc
 
     report_errors_with(run_and_report)
     mode_from_command_line()

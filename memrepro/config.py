@@ -18,15 +18,15 @@ from omegaconf import MISSING, OmegaConf
 from memrepro.datasets import locomo, longmemeval, personabench, personamem  # their allowed names (no torch)
 from memrepro.datasets.gold_corrections import GOLD_LABELS, ORIGINAL
 from memrepro.errors import ConfigError
-from memrepro.limits import DEFAULT_CHUNK_BYTES
-from memrepro.models.convmemory_v1_shape import V1_DEFAULT_SHAPE
+from memrepro.limits import DEFAULT_CHUNK_BYTES, SEARCH_BACKENDS
+from memrepro.models.convmemory_v1_shape import V1_DEFAULT_SHAPE, WINDOW_MODES
 from memrepro.paths import folder_path
 from memrepro.retrievers.arms import ARMS
 from memrepro.retrievers.rfmem.params import (COSINE, ENGINES, LATENCY_SCOPES, FamiliarityParams, GateParams,
                                               RecollectionParams, refuse_faithful_only_variants)
 from memrepro.training.recipes import CrossEncoderRecipe, V1Recipe
-from memrepro.validate import (DEVICE, NON_EMPTY_INTEGERS, integer_at_least, integer_in, number_above, number_in,
-                               one_of, param)
+from memrepro.validate import (DEVICE, INTEGER, NAME, NON_EMPTY_INTEGERS, Rule, distinct_list, integer_at_least,
+                               integer_in, number_above, number_in, one_of, param)
 
 
 # Fields every dataset schema has (a field declaration is one object per class, hence functions): where the data
@@ -75,7 +75,8 @@ class PersonaBenchDatasetConfig:
     data_dir: Optional[str] = _data_dir()
     allow_unverified: bool = _allow_unverified()  # run on a file whose sha256 is not the pinned one (labelled)
     noise: str = param("0.0", one_of(*personabench.NOISE_LEVELS))
-    communities: List[str] = field(default_factory=lambda: ["community_0", "community_1"])
+    communities: List[str] = param(default_factory=lambda: list(personabench.COMMUNITIES),
+                                   rule=distinct_list(NAME, "community names"))
     people_per_community: int = param(3, integer_at_least(1))
 
 
@@ -176,7 +177,7 @@ class V1ModelsConfig:
     train_on_demand: bool = True
     pool: int = param(V1_DEFAULT_SHAPE.pool, integer_at_least(1))
     raw_weight: float = param(V1_DEFAULT_SHAPE.raw_weight, number_in(0.0, 1.0))
-    router_block_size: int = V1_DEFAULT_SHAPE.router_block_size
+    router_block_size: int = param(V1_DEFAULT_SHAPE.router_block_size, integer_at_least(0))  # 0: no block router
     lexical_features: bool = V1_DEFAULT_SHAPE.lexical_features
 
 
@@ -184,7 +185,8 @@ class V1ModelsConfig:
 class ConvMemoryV1RetrieverConfig:
     _target_: str = "memrepro.retrievers.convmemory_v1.ConvMemoryV1Retriever"
     model: V1ModelsConfig = field(default_factory=V1ModelsConfig)
-    window_mode: str = "candidate_local"  # candidate_local (the paper's headline) | full (the package default)
+    # candidate_local (the paper's headline) | full (the package default)
+    window_mode: str = param("candidate_local", one_of(*WINDOW_MODES))
 
 
 @dataclass
@@ -199,10 +201,10 @@ class TrainedCrossEncodersConfig:
     path: Optional[str] = None  # explicit folder or template with {seed}
     published: Optional[str] = None  # e.g. Purdy0228/ConvMemory-v2-Evidence-Reranker (online, one for all seeds)
     train_on_demand: bool = True
-    max_length: Optional[int] = 256
-    batch_size: int = 32
-    activation: str = "logit"
-    device: str = "auto"
+    max_length: Optional[int] = param(256, integer_at_least(1))
+    batch_size: int = param(32, integer_at_least(1))
+    activation: str = param("logit", one_of("logit", "library_default"))  # raw logits | the model's own
+    device: str = param("auto", DEVICE)
 
 
 @dataclass
@@ -223,16 +225,41 @@ class FullPoolRetrieverConfig:
     pool: int = param(500, integer_at_least(1))
 
 
+BM25_METHODS = ("robertson", "lucene", "atire", "bm25l", "bm25+")  # the BM25 variants bm25s scores
+
+
+def _bm25_stopwords_ok(value: Any) -> bool:
+    """Whether bm25s has stop words for ``value`` (a language name or code), asked of bm25s itself."""
+    import bm25s
+
+    try:
+        bm25s.tokenize(["a"], stopwords=value, show_progress=False)
+    except (ValueError, TypeError):
+        return False
+    return True
+
+
+def _stemmer_ok(value: Any) -> bool:
+    try:
+        import Stemmer  # PyStemmer
+    except ImportError:
+        return False
+    return value in Stemmer.algorithms()
+
+
 @dataclass
 class BM25RetrieverConfig:
     _target_: str = "memrepro.retrievers.bm25.BM25Retriever"
     mode: str = param("full", one_of(*MODES))
     k: Optional[int] = param(None, integer_at_least(1))
-    k1: float = 1.5
-    b: float = 0.75
-    method: str = "lucene"
-    stopwords: Optional[str] = "en"
-    stemmer: Optional[str] = None
+    k1: float = param(1.5, number_above(0.0, inclusive=True))  # term-frequency saturation (0: binary)
+    b: float = param(0.75, number_in(0.0, 1.0))  # length normalisation
+    method: str = param("lucene", one_of(*BM25_METHODS))
+    stopwords: Optional[str] = param("en", Rule(lambda v: isinstance(v, str) and _bm25_stopwords_ok(v),
+                                                "a language bm25s has stop words for (en, de, fr, es, ...)", "en"))
+    stemmer: Optional[str] = param(None, Rule(lambda v: isinstance(v, str) and _stemmer_ok(v),
+                                              "a Snowball stemmer PyStemmer knows (english, ...; pip install "
+                                              "PyStemmer)", "english"))
     name: str = "bm25"
 
     check_together = staticmethod(_topk_needs_k)
@@ -249,10 +276,13 @@ class ExternalRetrieverConfig:
     order: Optional[str] = None
 
 
+_METRIC_NAMES = distinct_list(NAME, "metric names", non_empty=False)  # each one the metrics module can compute
+
+
 @dataclass
 class MetricsConfig:
-    names: List[str] = field(default_factory=list)  # empty: the benchmark protocol's metrics
-    extra: List[str] = field(default_factory=list)  # added to the protocol's
+    names: List[str] = param(default_factory=list, rule=_METRIC_NAMES)  # empty: the benchmark protocol's metrics
+    extra: List[str] = param(default_factory=list, rule=_METRIC_NAMES)  # added to the protocol's
 
 
 @dataclass
@@ -283,16 +313,17 @@ class RuntimeConfig:
 class SearchConfig:
     """Exact search backend by episode size (``memrepro.search.SearchOptions``); approximate ones on request."""
 
-    backend: str = "auto"  # auto | torch | faiss | faiss_ivf | faiss_hnsw
-    faiss_min_memories: int = 4096
-    margin: int = 16
-    ivf_nlist: Optional[int] = None
-    ivf_nprobe: int = 16
-    hnsw_m: int = 32
-    hnsw_ef_construction: int = 40
-    hnsw_ef_search: int = 128
-    recall_k: int = 10  # approximate backends: recall@k against exact search, reported in metrics.json
-    recall_queries: int = 1000  # ... over this many queries (the first ones)
+    backend: str = param("auto", one_of(*SEARCH_BACKENDS))
+    faiss_min_memories: int = param(4096, integer_at_least(1))
+    margin: int = param(16, integer_at_least(0))
+    ivf_nlist: Optional[int] = param(None, integer_at_least(1))
+    ivf_nprobe: int = param(16, integer_at_least(1))
+    hnsw_m: int = param(32, integer_at_least(2))
+    hnsw_ef_construction: int = param(40, integer_at_least(1))
+    hnsw_ef_search: int = param(128, integer_at_least(1))
+    # approximate backends: recall@k against exact search over the first recall_queries queries, in metrics.json
+    recall_k: int = param(10, integer_at_least(1))
+    recall_queries: int = param(1000, integer_at_least(1))
 
 
 @dataclass
@@ -349,7 +380,8 @@ class TrainConfig:
     arm: str = param("full_text", one_of(*ARMS))
     paths: PathsConfig = field(default_factory=PathsConfig)
     runtime: RuntimeConfig = field(default_factory=RuntimeConfig)
-    seeds: List[int] = field(default_factory=list)  # empty: every split seed
+    seeds: List[int] = param(default_factory=list, rule=distinct_list(INTEGER, "integers", non_empty=False))  # empty:
+    #   every split seed
 
 
 RUN_FILE_FORMATS = ("auto", "trec", "jsonl")  # auto: told apart by the file's first line

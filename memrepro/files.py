@@ -1,5 +1,6 @@
 """Atomic text writes: through a temporary sibling and a rename, so a reader sees the old file or the new one,
-never half a file; the temporary file is removed when the write fails (a full disk, Ctrl-C)."""
+never half a file; the temporary file is removed when the write fails (a full disk, Ctrl-C). A write that fails
+names its file (:func:`naming`)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,20 @@ import os
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterable, Iterator
+
+STALE_AFTER_S = 600.0  # a temporary file or folder untouched this long belongs to no running process: a kill left it
+
+
+@contextmanager
+def naming(path: str | os.PathLike[str]) -> Iterator[None]:
+    """An OSError raised inside names ``path`` when it names no file itself: a write refused for a full disk
+    (ENOSPC) or a quota carries no file name, and "cannot use (unknown path)" tells a user nothing."""
+    try:
+        yield
+    except OSError as exc:
+        if exc.filename is None:
+            exc.filename = str(path)
+        raise
 
 
 @contextmanager
@@ -16,8 +31,9 @@ def _replacing(target: Path) -> Iterator[Path]:
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = target.with_name(f".{target.name}.tmp-{os.getpid()}")
     try:
-        yield tmp
-        os.replace(tmp, target)
+        with naming(target):
+            yield tmp
+            os.replace(tmp, target)
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise

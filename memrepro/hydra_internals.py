@@ -1,8 +1,8 @@
 """Every use of Hydra's private modules, in one place.
 
-Hydra has no public hook for three things memrepro needs, so they come from ``hydra._internal`` here and nowhere
-else (``tests/test_hydra_internals.py`` fails when another module imports them, and pins each name's shape to the
-Hydra version ``pyproject.toml`` pins):
+Hydra has no public hook for the things below, so they come from ``hydra._internal`` here and nowhere else
+(``tests/test_hydra_internals.py`` fails when another module imports them, and pins each name's shape to the Hydra
+version ``pyproject.toml`` pins):
 
 - :func:`locate`: the object a ``_target_`` string names, resolved exactly as ``hydra.utils.instantiate`` resolves
   it (the public ``hydra.utils.get_object`` does the same but logs three lines per failure).
@@ -10,6 +10,8 @@ Hydra version ``pyproject.toml`` pins):
   line; Hydra reports them itself, with a traceback, through ``hydra._internal.utils.run_and_report``.
 - :func:`hydra_usage_error`: Hydra's own command-line parser, asked whether it accepts a command line, so that a
   usage mistake (an unknown flag) is reported in memrepro's one line instead of argparse's usage block.
+- :func:`target_refusal`: whether Hydra's instantiation policy refuses a ``_target_`` (its blocklist, and the
+  targets that run code from config), asked when the config is checked instead of when the object is built.
 - :func:`mode_from_command_line`: Hydra composes the whole config once only to read ``hydra.mode`` and then again
   to run; memrepro's configs never set ``hydra.mode``, so the mode is the command line's (``-m`` or not), which
   is what Hydra falls back to when that first composition fails.
@@ -23,6 +25,7 @@ from __future__ import annotations
 import importlib
 from typing import Any, Callable
 
+from hydra._internal import target_policy as _target_policy
 from hydra._internal import utils as _utils
 from hydra._internal.config_loader_impl import ConfigLoaderImpl as _ConfigLoaderImpl
 from hydra._internal.config_loader_impl import get_overrides_dirname as _get_overrides_dirname
@@ -30,7 +33,7 @@ from hydra._internal.config_loader_impl import get_overrides_dirname as _get_ove
 HYDRA_VERSION = "1.3.8"  # the version these names were read from; pyproject.toml pins it
 
 __all__ = ["apply_overrides_to_config", "basic_sweeper", "hydra_usage_error", "locate", "mode_from_command_line",
-           "overrides_dirname", "report_errors_with", "HYDRA_VERSION"]
+           "overrides_dirname", "report_errors_with", "target_refusal", "HYDRA_VERSION"]
 
 
 def basic_sweeper() -> type:
@@ -45,6 +48,18 @@ def basic_sweeper() -> type:
 def locate(target: str) -> Any:
     """The class or function ``target`` names (ImportError / AttributeError / ValueError when it does not resolve)."""
     return _utils._locate(target)
+
+
+def target_refusal(target: str) -> str | None:
+    """Why Hydra's ``instantiate`` would refuse to build ``target`` (blocklisted, or able to run code named in a
+    config; ``HYDRA_INSTANTIATE_ALLOWLIST_OVERRIDE`` honoured), or None when it would build it."""
+    from hydra.errors import InstantiationException
+
+    try:
+        _target_policy._authorize_target_name(target, target, "")
+    except InstantiationException as exc:
+        return " ".join(str(exc).split())
+    return None
 
 
 def report_errors_with(report: Callable[[Callable[[], Any]], Any]) -> None:

@@ -13,6 +13,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from memrepro.errors import EXIT_BAD_INPUT, MemreproError
+
 PACKAGE_DIR = Path(__file__).resolve().parent
 # The Hydra configs ship inside the package (pyproject package-data); in a checkout memrepro/conf links to conf/.
 CONFIG_DIR = PACKAGE_DIR / "conf"
@@ -27,6 +29,12 @@ FOLDERS: dict[str, tuple[str, str]] = {
     "log_dir": ("MEMREPRO_LOG_DIR", "outputs"),  # Hydra's output folders (the run.log of each command)
     "cache_dir": ("MEMREPRO_CACHE_DIR", "~/.cache/memrepro"),
 }
+
+
+class NoHomeError(MemreproError):
+    """A folder whose default is under the home directory, and there is none."""
+
+    exit_code = EXIT_BAD_INPUT
 
 
 def is_checkout(folder: Path) -> bool:
@@ -57,7 +65,11 @@ def folder_path(name: str) -> Path:
     if value:
         return Path(value).expanduser()
     if default.startswith("~"):
-        return Path(default).expanduser()
+        try:
+            return Path(default).expanduser()
+        except RuntimeError:  # no $HOME and no account entry for this user (a bare container)
+            raise NoHomeError(f"no home directory for {default} ($HOME is unset and user {os.getuid()} has no "
+                              f"account entry); set {variable}=<folder> (or HOME) and rerun") from None
     return project_root()[0] / default
 
 

@@ -33,11 +33,8 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from memrepro.limits import DEFAULT_CHUNK_BYTES
+from memrepro.limits import DEFAULT_CHUNK_BYTES, EXACT_BACKENDS
 from memrepro.types import Episode
-
-BACKENDS = ("auto", "torch", "faiss", "faiss_ivf", "faiss_hnsw")
-EXACT_BACKENDS = ("auto", "torch", "faiss")
 
 
 @dataclass(frozen=True)
@@ -54,10 +51,12 @@ class SearchOptions:
     hnsw_ef_search: int = 128
 
     def __post_init__(self) -> None:
-        if self.backend not in BACKENDS:
-            raise ValueError(f"search.backend must be one of {', '.join(BACKENDS)}, got {self.backend!r}")
-        if self.margin < 0 or self.faiss_min_memories < 1:
-            raise ValueError("search.margin must be >= 0 and search.faiss_min_memories >= 1")
+        from dataclasses import asdict
+
+        from memrepro.config import SearchConfig
+        from memrepro.validate import check_node
+
+        check_node(asdict(self), SearchConfig, "search")  # the rules ``search.*`` declares, with their message
 
     @property
     def approximate(self) -> bool:

@@ -8,10 +8,23 @@ stage mutates them.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Mapping
 
 from memrepro.errors import DataError
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def check_text(text: str, file: str, record: str, name: str) -> None:
+    """A text that can be encoded, hashed and written: a lone UTF-16 surrogate (a JSON ``\\ud800`` escape
+    without its pair) is not a character, so it is a DataError naming the file, record and field."""
+    found = None if text.isascii() else _SURROGATE.search(text)  # ASCII, the common case, is checked at no cost
+    if found:
+        raise DataError(file, record, name, f"character {found.start()} is a lone surrogate "
+                                            f"U+{ord(found.group()):04X} (half of a UTF-16 pair, not a character); "
+                                            f"fix or remove it in the file")
 
 
 @dataclass(frozen=True)
@@ -50,6 +63,7 @@ class Episode:
             if memory.id in seen:
                 raise DataError(self.source, self.id, "id", f"duplicate memory id {memory.id!r} in episode")
             seen.add(memory.id)
+            check_text(memory.text, self.source, f"{self.id}/{memory.id}", "text")
 
     def __len__(self) -> int:
         return len(self.memories)
@@ -134,6 +148,7 @@ class Benchmark:
             ids.add(query.id)
             if query.episode_id not in self.episodes:
                 raise DataError(self.name, query.id, "episode_id", f"unknown episode {query.episode_id!r}")
+            check_text(query.text, self.episodes[query.episode_id].source or self.name, query.id, "text")
         for split in self.splits:
             for episode_id in (*split.test_episode_ids, *split.dev_episode_ids):
                 if episode_id not in self.episodes:

@@ -28,7 +28,7 @@ import typing
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Mapping
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from memrepro.errors import ConfigError, MissingValueError, unknown_config_key
 
@@ -93,9 +93,18 @@ def _device_name_ok(value: Any) -> bool:
     return value in ("auto", "cpu", "cuda", "mps") or (value.startswith("cuda:") and value[5:].isdigit())
 
 
+def distinct_list(item: Rule, what: str, non_empty: bool = True) -> Rule:
+    """A list of distinct values, each allowed by ``item`` (``what`` names them): a value listed twice would count
+    its data twice (a split seed, a community), so it is refused, not silently doubled."""
+    return Rule(lambda v: isinstance(v, list) and (bool(v) or not non_empty) and all(map(item.ok, v))
+                and len(set(v)) == len(v), f"a {'non-empty ' if non_empty else ''}list of distinct {what}",
+                [item.example])
+
+
 DEVICE = Rule(_device_name_ok, DEVICES, "cpu")
-NON_EMPTY_INTEGERS = Rule(lambda v: isinstance(v, list) and bool(v) and all(map(_integer, v)),
-                          "a non-empty list of integers", [1, 2])
+INTEGER = Rule(_integer, "an integer", 1)
+NAME = Rule(lambda v: isinstance(v, str) and bool(v.strip()), "a name", "a")
+NON_EMPTY_INTEGERS = distinct_list(INTEGER, "integers")
 
 
 def param(default: Any = dataclasses.MISSING, rule: Rule | None = None, *,
@@ -151,7 +160,7 @@ def declared_rules(schema: type) -> dict[str, Rule]:
 
 
 _TYPE_RULES = {bool: Rule(lambda v: isinstance(v, bool), "true or false", True),
-               int: Rule(_integer, "an integer", 1), float: Rule(_number, "a number", 0.5),
+               int: INTEGER, float: Rule(_number, "a number", 0.5),
                str: Rule(lambda v: isinstance(v, str), "a string", "text")}
 _LIST_RULES = {int: Rule(lambda v: isinstance(v, list) and all(map(_integer, v)), "a list of integers", [1, 2]),
                str: Rule(lambda v: isinstance(v, list) and all(isinstance(x, str) for x in v), "a list of names",
@@ -201,7 +210,7 @@ def _check(key: str, value: Any, rule: Rule) -> None:
 
 
 def _plain(node: Any) -> Any:
-    if isinstance(node, DictConfig):
+    if isinstance(node, (DictConfig, ListConfig)):
         return OmegaConf.to_container(node, resolve=True)
     if dataclasses.is_dataclass(node) and not isinstance(node, type):
         return dataclasses.asdict(node)
@@ -343,10 +352,29 @@ def check_closed_schema(node: Any, prefix: str = "") -> None:
     schema = OmegaConf.get_type(node)
     fields = {f.name for f in dataclasses.fields(schema)} if dataclasses.is_dataclass(schema) else None
     for key, value in node.items_ex(resolve=False):  # interpolations stay unresolved: each node is walked once
+        if not prefix and key == "hydra":  # Hydra's own node, in a job's config until the job starts
+            continue
         name = f"{prefix}.{key}" if prefix else str(key)
         if fields is not None and key not in fields:
             raise unknown_config_key(name, schema)
         check_closed_schema(value, name)
+
+
+def check_targets(cfg: DictConfig) -> None:
+    """Every ``_target_`` (and an external retriever's ``target``) a config names is code Hydra's instantiation
+    policy lets a config build: a blocklisted one (``os.remove``, ``builtins.eval`` …) is refused here, naming its
+    key, before anything loads, instead of when the object is built."""
+    from memrepro.hydra_internals import target_refusal
+    from memrepro.runs.identity import code_targets
+
+    plain = OmegaConf.to_container(cfg, resolve=False)  # names are read as written: nothing is resolved
+    for name, node in plain.items():
+        if name == "hydra":  # Hydra's own plugins, never built from a user's config
+            continue
+        for key, target, _ in code_targets(node, str(name)):
+            why = None if "${" in target else target_refusal(target)
+            if why:
+                raise ConfigError(key, target, f"code Hydra may build from a config ({why})")
 
 
 def validate_metrics(cfg: DictConfig) -> None:
@@ -385,8 +413,9 @@ def validate_run_config(cfg: DictConfig) -> None:
 
     check_closed_schema(cfg)
     check_values_set(cfg)
-    validate_metrics(cfg)
+    check_targets(cfg)
     _check_config(cfg, RunConfig)
+    validate_metrics(cfg)
     _validate_devices(cfg)
 
 
@@ -395,6 +424,7 @@ def validate_train_config(cfg: DictConfig) -> None:
 
     check_closed_schema(cfg)
     check_values_set(cfg)
+    check_targets(cfg)
     _check_config(cfg, TrainConfig)
     _validate_devices(cfg)
 
@@ -405,8 +435,20 @@ def validate_eval_config(cfg: DictConfig) -> None:
 
     check_closed_schema(cfg)
     check_values_set(cfg)
-    validate_metrics(cfg)
+    check_targets(cfg)
     _check_config(cfg, EvalConfig)
+    validate_metrics(cfg)
+
+
+def validate_command_config(cfg: DictConfig) -> None:
+    """The check of a ``run``, ``train`` or ``eval`` config, told apart by its root schema (a sweep checks each
+    job's config with it before the first job runs); a config of another schema is not checked here."""
+    from memrepro.config import EvalConfig, RunConfig, TrainConfig
+
+    check = {RunConfig: validate_run_config, TrainConfig: validate_train_config,
+             EvalConfig: validate_eval_config}.get(OmegaConf.get_type(cfg))
+    if check is not None:
+        check(cfg)
 
 
 def declared_names(schemas: Iterable[type], keep: Callable[[dataclasses.Field], bool]) -> tuple[str, ...]:

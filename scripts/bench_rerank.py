@@ -31,7 +31,8 @@ import numpy as np
 from memrepro.datasets.locomo import load_locomo
 from memrepro.models.cross_encoder import CrossEncoderScorer
 from memrepro.models.encoder import CachedEncoder, SentenceTransformerEncoder
-from memrepro.models.resolve import cache_root, resolve_model
+from memrepro.models.resolve import resolve_model
+from memrepro.paths import folder_path
 from memrepro.retrievers.cascade import as_candidate, v2_pairs
 from memrepro.search import build_index, search
 
@@ -51,7 +52,7 @@ def main() -> None:
 
     bench = load_locomo(args.data_dir)
     encoder = CachedEncoder(SentenceTransformerEncoder(args.encoder, device=args.device, show_progress=False),
-                            cache_root() / "embeddings", progress=False)
+                            folder_path("cache_dir") / "embeddings", progress=False)
     texts = [m.text for e in bench.episodes.values() for m in e.memories]
     matrix, vectors, offset = encoder.encode(texts, "document"), {}, 0
     for episode_id, episode in bench.episodes.items():

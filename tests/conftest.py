@@ -140,6 +140,21 @@ def run_record(run_id: str = "0" * 16, dataset: str = "locomo", *, summary: dict
     return RunRecord.new(document).to_json()  # validated: a fixture never writes what a reader refuses
 
 
+def mark_complete(folder: Path) -> Path:
+    """Write the ``COMPLETE`` manifest of a hand-made run folder (an empty ``queries.jsonl`` added when it has
+    none), as a run writer does last; returns the folder."""
+    import json
+
+    from memrepro.runs.folder import COMPLETE, manifest_of
+
+    queries = folder / "queries.jsonl"
+    if not queries.exists():
+        queries.write_text("")
+    rows = len(queries.read_text(encoding="utf-8").splitlines())
+    (folder / COMPLETE).write_text(json.dumps(manifest_of(folder, rows), indent=1, sort_keys=True) + "\n")
+    return folder
+
+
 @pytest.fixture()
 def retrieved(fixture_paths: Path, monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """Every query id handed to the dense retriever: the batched pass's, then batch-1 timing's (one per call)."""

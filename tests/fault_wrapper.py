@@ -1,15 +1,17 @@
 """Runs ``python -m memrepro ...`` with one fault injected at a named point (the fault-injection tests' harness).
 
 Usage: ``python tests/fault_wrapper.py <point> <signal> <after> -- <memrepro arguments>``. At the ``after``-th pass
-through ``point`` the process sends itself ``signal`` (KILL, TERM, INT) or, for ``EROFS``, the call raises the
-error a read-only file system gives. Points:
+through ``point`` the process sends itself ``signal`` (KILL, TERM, INT) or, for ``EROFS`` / ``ENOSPC``, the call
+raises the error a read-only / full file system gives (a full disk's error names no file). Points:
 
 * ``encode``: after a cache shard is fully stored (the encode is split into chunks of 4 texts);
 * ``shard``: inside a shard write, after its ``.npy`` and metadata, before its ``.keys`` file;
 * ``retrieve``: after a checkpoint flush (run with ``runtime.checkpoint_every_s=0``);
 * ``commit``: between the two renames of an ``overwrite=true`` commit; ``commit-before``: before the rename of
   the finished temporary folder into place;
-* ``results``: creating the run's temporary folder (with ``EROFS``: a read-only results directory).
+* ``results``: creating the run's temporary folder (with ``EROFS``: a read-only results directory);
+* ``npy``: writing a cache shard's vectors, its temporary file open; ``fsync``: a run folder's file written, before
+  it reaches the disk.
 """
 
 from __future__ import annotations
@@ -23,6 +25,8 @@ import sys
 def _fire(sig: str, path: str = "") -> None:
     if sig == "EROFS":
         raise OSError(errno.EROFS, "Read-only file system", path)
+    if sig == "ENOSPC":
+        raise OSError(errno.ENOSPC, "No space left on device")
     os.kill(os.getpid(), getattr(signal, f"SIG{sig}"))  # TERM / INT unwind at the next bytecode
 
 
@@ -97,6 +101,34 @@ def install(point: str, sig: str, after: int) -> None:
             init(self, final)
 
         results.RunWriter.__init__ = init_with_tick
+    elif point == "npy":
+        from memrepro.models import cache
+
+        class PatchedNumpy:
+            def __getattr__(self, name):
+                return getattr(np, name)
+
+            @staticmethod
+            def save(handle, array):
+                tick()
+                return np.save(handle, array)
+
+        import numpy as np
+
+        cache.np = PatchedNumpy()
+    elif point == "fsync":
+        from memrepro.runs import folder as results
+
+        class PatchedFsyncOs:
+            def __getattr__(self, name):
+                return getattr(os, name)
+
+            @staticmethod
+            def fsync(fd):
+                tick()
+                return os.fsync(fd)
+
+        results.os = PatchedFsyncOs()
     else:
         raise SystemExit(f"unknown fault point {point!r}")
 

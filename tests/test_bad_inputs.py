@@ -47,6 +47,11 @@ def _session_as_string(data: list) -> None:
     data[0]["conversation"]["session_2"] = "Caroline: hi; Melanie: hello"
 
 
+def _lone_surrogate(data: list) -> None:
+    turn = data[0]["conversation"]["session_1"][2]  # conv-26, D1:3
+    turn["text"] += " \ud800"  # written as the JSON escape \ud800, a UTF-16 half with no pair
+
+
 def _non_utf8(relative: str, needle: bytes) -> Callable[[Path], None]:
     def apply(root: Path) -> None:
         path = root / relative
@@ -111,6 +116,21 @@ CASES = [
     Case("noise level", ("dataset=personabench", "dataset.noise=0.4"), ("dataset.noise='0.4'", "0.0, 0.3")),
     Case("engine name", ("retriever=rfmem", "retriever.engine=fast"), ("retriever.engine='fast'", "compiled")),
     Case("cuda without a GPU", ("runtime.device=cuda",), ("runtime.device='cuda'", "no CUDA"), when=_no_cuda),
+    Case("bm25 k1 negative", ("retriever=bm25", "retriever.k1=-5", "retriever.b=7"), ("retriever.k1=-5.0", ">= 0")),
+    Case("bm25 b above 1", ("retriever=bm25", "retriever.b=7"), ("retriever.b=7.0", "[0, 1]")),
+    Case("bm25 method", ("retriever=bm25", "retriever.method=bogus"), ("retriever.method='bogus'", "lucene")),
+    Case("bm25 stop words", ("retriever=bm25", "retriever.stopwords=xx"), ("retriever.stopwords='xx'",)),
+    Case("search backend", ("search.backend=bogus",), ("search.backend='bogus'", "faiss_hnsw")),
+    Case("faiss_min_memories zero", ("search.backend=faiss_ivf", "search.faiss_min_memories=0"),
+         ("search.faiss_min_memories=0", ">= 1")),
+    Case("max_seq_length beyond the model", (TWO, "encoder=minilm", "encoder.max_seq_length=100000"),
+         ("encoder.max_seq_length=100000", "[1, 512]")),
+    Case("metric cutoff zero", ("metrics.extra=[recall@0]",), ("metrics.extra='recall@0'", ">= 1")),
+    Case("metric listed twice", ("metrics.extra=[mrr,mrr]",), ("metrics.extra=['mrr', 'mrr']", "distinct")),
+    Case("seed listed twice", ("dataset.seeds=[23,23]",), ("dataset.seeds=[23, 23]", "distinct")),
+    Case("no community", ("dataset=personabench", "dataset.communities=[]"), ("dataset.communities=[]",)),
+    Case("community listed twice", ("dataset=personabench", "dataset.communities=[community_0,community_0]"),
+         ("dataset.communities=['community_0', 'community_0']", "distinct")),
     Case("unknown key", ("retriever.nonsense=1",), ("nonsense",)),
     Case("wrong type", ("retriever=familiarity", "retriever.k=ten"), ("retriever.k", "ten")),
     # §2 data files
@@ -130,6 +150,8 @@ CASES = [
          _edit_locomo(_empty_conversation)),
     Case("LoCoMo session_N a string", (TWO,), ("{root}/" + LOCOMO, "session_2", "expected a list"),
          _edit_locomo(_session_as_string)),
+    Case("LoCoMo lone surrogate", (TWO,), ("{root}/" + LOCOMO, "conv-26/D1:3", "'text'", "lone surrogate"),
+         _edit_locomo(_lone_surrogate)),
     Case("checksum mismatch", (), ("{root}/locomo/locomo10.json", "79fa87e9", "dataset.allow_unverified=true")),
     Case("missing data file", ("dataset.file=locomo/absent.json",), ("{root}/locomo/absent.json", "not found")),
 ]

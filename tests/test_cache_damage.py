@@ -143,3 +143,24 @@ def test_intact_legacy_shard_is_adopted(tmp_path: Path) -> None:
     assert not missing and not cache.quarantined
     np.testing.assert_array_equal(np.stack([found[i] for i in range(len(TEXTS))]), reference)
     assert json.loads(meta.read_text())["adopted"] is True
+
+
+def test_leftovers_of_killed_shard_writes_are_removed_once_stale(tmp_path: Path) -> None:
+    """A kill mid-write leaves a ``.npy.tmp`` (or a shard without its ``.keys``); a later run removes it once no
+    process can still be writing it, and never a young one (another process's write in progress)."""
+    import os
+    import time
+
+    from memrepro.models.cache import remove_leftovers
+
+    folder = tmp_path / "embeddings" / "x"
+    folder.mkdir(parents=True)
+    stale = [folder / ".abc.npy.tmp", folder / "def.npy", folder / "def.meta.json", folder / ".m.json.1234.tmp"]
+    young, whole = folder / ".young.npy.tmp", [folder / "ok.npy", folder / "ok.meta.json", folder / "ok.keys"]
+    for path in [*stale, young, *whole]:
+        path.write_bytes(b"x")
+    long_ago = time.time() - 24 * 3600
+    for path in [*stale, *whole]:
+        os.utime(path, (long_ago, long_ago))
+    assert sorted(remove_leftovers(folder)) == sorted(p.name for p in stale)
+    assert young.exists() and all(p.exists() for p in whole)

@@ -226,3 +226,13 @@ def test_the_tables_name_each_cross_encoder_preset_as_hydra_composes_it() -> Non
                                       resolve=True)
         key = _model_key(node)
         assert presets.get(key) == (None if node.get("published") else name), name
+
+
+def test_trains_seeds_may_be_empty_but_never_list_a_seed_twice() -> None:
+    from memrepro.errors import ConfigError
+    from memrepro.validate import validate_train_config
+
+    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+        validate_train_config(compose(config_name="train", overrides=["runtime.device=cpu"]))  # []: every seed
+        with pytest.raises(ConfigError, match=r"config seeds=\[7, 7\] is not allowed: expected a list of distinct"):
+            validate_train_config(compose(config_name="train", overrides=["runtime.device=cpu", "seeds=[7,7]"]))

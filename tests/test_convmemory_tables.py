@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 import yaml
-from conftest import composed_run_config, run_record
+from conftest import composed_run_config, mark_complete, run_record
 
 from memrepro.experiments import load_experiments
 from memrepro.runs.identity import algorithm_versions
@@ -88,7 +88,7 @@ def _run(root: Path, overrides: list[str], mrr: list[float], batch1_ms: float | 
     rows = [{"split": "7", "seed": 23, "query_id": q, "excluded": None, "metrics": {**values, "mrr": v}}
             for q, v in zip(UNITS, mrr)]
     (folder / "queries.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-    (folder / "COMPLETE").write_text("")
+    mark_complete(folder)
     return folder
 
 

@@ -183,3 +183,20 @@ def test_read_only_results_directory(tmp_path: Path, fixtures_dir: Path, referen
     rerun = memrepro(tmp_path, fixtures_dir)
     assert rerun.returncode == 0, rerun.stderr[-2000:]
     assert _rankings(_run_folder(tmp_path)) == reference
+
+
+@pytest.mark.parametrize("point,where", [("npy", "cache"), ("fsync", "results")])
+def test_a_full_disk_names_the_file_and_leaves_nothing_half_written(tmp_path: Path, fixtures_dir: Path, reference,
+                                                                    point: str, where: str) -> None:
+    stopped = memrepro(tmp_path, fixtures_dir, fault=(point, "ENOSPC", 1))
+    assert stopped.returncode == 1
+    line = _one_line(stopped.stderr)
+    assert f"run failed: cannot use {tmp_path / where}" in line and "No space left on device" in line
+    assert "unknown path" not in line
+    assert not [p for p in (tmp_path / "cache").rglob("*") if p.name.endswith(".tmp")]  # no .npy.tmp survives
+    # the retrieval checkpoint stays (the rerun resumes from it); no temporary folder or file does
+    assert [p for p in _leftovers(tmp_path) if not p.endswith(".partial.jsonl")] == []
+    assert not list((tmp_path / "results").rglob(COMPLETE))
+    rerun = memrepro(tmp_path, fixtures_dir)
+    assert rerun.returncode == 0, rerun.stderr[-2000:]
+    assert _rankings(_run_folder(tmp_path)) == reference

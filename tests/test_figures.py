@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 import pytest
 import yaml
-from conftest import run_record
+from conftest import mark_complete, run_record
 
 from memrepro.runs.folder import COMPLETE
 from memrepro.tables.figures import (
@@ -49,7 +49,7 @@ def make_run(results: Path, *, dataset: str = "personabench", retriever: str = "
     metrics = run_record(run_id, dataset, summary={"pooled": dict(pooled or {})}, provenance={"created": created})
     (folder / "metrics.json").write_text(json.dumps(metrics))
     if complete:
-        (folder / COMPLETE).write_text("")
+        mark_complete(folder)
     return folder
 
 

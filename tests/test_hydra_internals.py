@@ -74,3 +74,9 @@ def test_locate_resolves_a_target_and_refuses_a_missing_one():
         except (ImportError, AttributeError, ValueError):
             continue
         raise AssertionError(f"{bad} resolved")
+
+
+def test_target_refusal_asks_hydras_instantiation_policy():
+    assert hydra_internals.target_refusal("memrepro.retrievers.dense.DenseRetriever") is None
+    for blocked in ("os.remove", "os.system", "builtins.eval"):
+        assert "blocklisted" in hydra_internals.target_refusal(blocked)

@@ -271,6 +271,48 @@ def test_eval_failure_is_one_line_and_writes_nothing(tmp_path: Path, fixtures_di
     assert no_file.returncode == 2 and "run_file is required" in no_file.stderr and "Traceback" not in no_file.stderr
 
 
+@pytest.mark.parametrize("text,said", [("", "is empty"), ("\n\n", "is empty"),
+                                       ("nobody::qa1 Q0 D1:1 1 0.5 x\n", "ranks no locomo query (1 unknown query ids, "
+                                                                            "e.g. 'nobody::qa1')")])
+def test_a_run_file_with_nothing_to_score_is_refused(tmp_path: Path, fixtures_dir: Path, text: str,
+                                                     said: str) -> None:
+    from memrepro.runs.runfile import RunFileError, read_run_file, validate
+
+    path = _write(tmp_path, text)
+    with pytest.raises(RunFileError, match=re.escape(f"{path}: {said}: nothing to score")):
+        validate(read_run_file(path), _benchmark(fixtures_dir))
+
+
+@pytest.mark.integration
+def test_eval_of_an_empty_run_file_is_one_line_and_writes_nothing(tmp_path: Path, fixtures_dir: Path) -> None:
+    out = memrepro("eval", TWO, f"run_file={_write(tmp_path, '')}", tmp=tmp_path, data_dir=fixtures_dir)
+    lines = [line for line in out.stderr.splitlines() if line.strip()]
+    assert out.returncode == 2 and len(lines) == 1 and "run.trec: is empty: nothing to score" in lines[0]
+    assert not (tmp_path / "results").exists()
+
+
+@pytest.mark.integration
+def test_a_run_file_whose_scores_are_all_equal_says_which_order_was_used(tmp_path: Path,
+                                                                         fixtures_dir: Path) -> None:
+    """Ranks given, scores all 1.0: order=score ranks by the tie rule, and says so; order=rank keeps the ranks."""
+    bench = _benchmark(fixtures_dir)
+    lines = []
+    for query in bench.queries:
+        ids = bench.episodes[query.episode_id].ids
+        lines += [f"{query.id} Q0 {memory} {rank} 1.0 x" for rank, memory in enumerate(reversed(ids), start=1)]
+    path = _write(tmp_path, "\n".join(lines) + "\n")
+    by_score = memrepro("eval", TWO, f"run_file={path}", tmp=tmp_path, data_dir=fixtures_dir)
+    assert by_score.returncode == 0, by_score.stderr[-2000:]
+    assert "order=score ranked them by the tie rule (their pool position), not by the file's rank column; set " \
+           "order=rank" in by_score.stderr
+    (folder,) = [p.parent for p in (tmp_path / "results").rglob(COMPLETE)]
+    assert any("tie rule" in line for line in json.loads((folder / "metrics.json").read_text())["warnings"])
+    top = json.loads((folder / "queries.jsonl").read_text().splitlines()[0])["top"]
+    assert [memory for memory, _ in top][:2] == list(bench.episodes[bench.queries[0].episode_id].ids[:2])
+    by_rank = memrepro("eval", TWO, f"run_file={path}", "order=rank", tmp=tmp_path, data_dir=fixtures_dir)
+    assert by_rank.returncode == 0 and "order=rank used the file's rank column" in by_rank.stderr
+
+
 def test_order_rank_keeps_the_files_order(tmp_path: Path, fixtures_dir: Path) -> None:
     from memrepro.runs.runfile import read_run_file, validate
 

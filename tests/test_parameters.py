@@ -21,6 +21,7 @@ from omegaconf import OmegaConf
 from memrepro.api import evaluate
 from memrepro.config import GROUP_SCHEMAS, RunConfig
 from memrepro.errors import ConfigError, UnknownNameError
+from memrepro.retrievers.bm25 import BM25Retriever
 from memrepro.retrievers.dense import DenseRetriever
 from memrepro.retrievers.rfmem.params import RecollectionParams, validate_recollection
 from memrepro.retrievers.rfmem.retriever import RecollectionRetriever, RFMemRetriever
@@ -32,9 +33,10 @@ from tests.test_cli import memrepro
 
 CONF = Path(__file__).resolve().parents[1] / "conf"
 RECIPES = (V1Recipe, CrossEncoderRecipe)
-BUILT_BY_CONSTRUCTOR = (DenseRetriever, RecollectionRetriever, RFMemRetriever)  # they validate their arguments
+BUILT_BY_CONSTRUCTOR = (BM25Retriever, DenseRetriever, RecollectionRetriever, RFMemRetriever)  # they validate their
+#   arguments
 # candidates for an out-of-range value, by the field's type: the first its rule refuses is used
-CANDIDATES = {int: (-1, 0, 10**9), float: (-1.5, 1.5, 10**9), str: ("not-a-choice",), list: ([],)}
+CANDIDATES = {int: (-1, 0, 10**9), float: (-1.5, 1.5, 10**9), str: ("not-a-choice",), list: ([], ["x", "x"])}
 
 
 def _base_type(hint: Any) -> Any:
@@ -130,9 +132,10 @@ def test_every_declared_range_is_refused_alike_by_the_config_check_and_from_pyth
         assert by_python.value.allowed == by_config.value.allowed
         return
     else:  # memrepro.evaluate checks its config before anything loads
-        groups = {"encoder": "fake", **({group: option} if group else {})}
+        groups = {"encoder": "fake", **({group: option} if group in ("dataset", "encoder") else {})}
+        chosen = [f"{group}={option}"] if group and group not in groups else []  # e.g. cross_encoder=published
         with pytest.raises(ConfigError) as by_python:
-            evaluate(_Unused(), **groups, overrides=[f"{key}={_override(bad)}"])
+            evaluate(_Unused(), **groups, overrides=[*chosen, f"{key}={_override(bad)}"])
     assert str(by_python.value) == str(by_config.value)
 
 

@@ -8,7 +8,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from conftest import run_record
+from conftest import mark_complete, run_record
 from hydra import compose, initialize_config_dir
 
 import memrepro.config  # noqa: F401  (registers the schemas)
@@ -84,7 +84,7 @@ def test_tables_skip_a_run_whose_record_is_damaged(tmp_path: Path) -> None:
     document["summary"]["pooled"] = {"mrr": [0.5]}
     (folder / "metrics.json").write_text(json.dumps(document))
     (folder / "config.yaml").write_text("retriever: {}\n")
-    (folder / COMPLETE).write_text("ok\n")
+    mark_complete(folder)
     warnings: list[str] = []
     assert complete_runs(tmp_path, warn=warnings.append) == []
     assert len(warnings) == 1 and "metrics.json: summary.pooled.mrr: expected float" in warnings[0]
@@ -137,7 +137,7 @@ def results(tmp_path: Path, fixtures_dir: Path, monkeypatch: pytest.MonkeyPatch)
 
 def _as_schema_1(cfg) -> tuple[runner.RunOutcome, Path]:
     """A fresh run, then the same run moved to the folder a schema-1 memrepro wrote: its old id, no
-    schema_version, the old id in run.trec, a marker from before manifests."""
+    schema_version, the old id in run.trec, a manifest of those files."""
     fresh = runner.run(cfg)
     record = fresh.record
     identity = {k: v for k, v in record.encoder.items() if k != "label"}
@@ -151,7 +151,7 @@ def _as_schema_1(cfg) -> tuple[runner.RunOutcome, Path]:
     document["run_id"] = document["provenance"]["config_hash"] = old_id
     (legacy / "metrics.json").write_text(json.dumps(document))
     (legacy / "run.trec").write_text((legacy / "run.trec").read_text().replace(fresh.folder.name, old_id))
-    (legacy / COMPLETE).write_text("ok\n")  # a folder from before manifests
+    mark_complete(legacy)
     assert run_problem(legacy) is None
     return fresh, legacy
 

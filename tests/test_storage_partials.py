@@ -129,24 +129,19 @@ def test_a_runs_temporary_folders_left_by_kills_are_finished_or_removed(tmp_path
 
 def test_sigterm_during_a_training_checkpoint_write_leaves_no_temporary_file(tmp_path: Path,
                                                                              monkeypatch: pytest.MonkeyPatch) -> None:
-    import torch
-
+    from memrepro.training import state
     from memrepro.training.state import PARTIAL, load_state, save_state
 
     partial = tmp_path / f"seed7{PARTIAL}"
     save_state(partial, {"identity": "x", "done": 3})
-    original = torch.save
 
-    def terminated_mid_write(obj, target, *args, **kwargs):
-        if isinstance(target, (str, os.PathLike)):  # the checkpoint file, not the in-memory buffer
-            Path(target).write_bytes(b"half a checkpoint")
-            raise Terminated()
-        return original(obj, target, *args, **kwargs)
+    def terminated_mid_write(fd: int) -> None:  # the new state's bytes are written, not yet on disk
+        raise Terminated()
 
-    monkeypatch.setattr(torch, "save", terminated_mid_write)
+    monkeypatch.setattr(state.os, "fsync", terminated_mid_write)
     with pytest.raises(Terminated):
         save_state(partial, {"identity": "x", "done": 4})
-    monkeypatch.setattr(torch, "save", original)
+    monkeypatch.undo()
     assert sorted(p.name for p in tmp_path.iterdir()) == [partial.name]  # no .seed7.partial.pt.tmp-* beside it
     assert load_state(partial, "x")["done"] == 3  # the last whole state
 

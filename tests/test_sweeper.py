@@ -84,3 +84,25 @@ def test_a_launch_takes_the_config_its_batch_validation_built(loader) -> None:
     assert again is not validated[0]  # a second launch of the same job composes a fresh config
     assert OmegaConf.to_container(again, resolve=False)["retriever"] == \
         OmegaConf.to_container(validated[0], resolve=False)["retriever"]
+
+
+@pytest.mark.integration
+def test_a_sweep_is_checked_whole_before_its_first_job_runs(tmp_path, fixtures_dir) -> None:
+    """``retriever.k=3,-1,4``: the bad middle point stops the sweep before k=3 is computed, in one line."""
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "MEMREPRO_DATA_DIR": str(fixtures_dir), "MEMREPRO_RESULTS_DIR": str(tmp_path / "results"),
+           "MEMREPRO_CACHE_DIR": str(tmp_path / "cache"), "MEMREPRO_LOG_DIR": str(tmp_path / "logs"),
+           "TQDM_DISABLE": "1"}
+    out = subprocess.run([sys.executable, "-m", "memrepro", "run", "-m", "dataset=locomo",
+                          "dataset.file=locomo/locomo10_two_conversations.json", "encoder=fake",
+                          "retriever=familiarity", "retriever.k=3,-1,4", "latency.batch1_queries=0",
+                          "runtime.progress=false", "runtime.device=cpu"],
+                         capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300)
+    lines = [line for line in out.stderr.splitlines() if line.strip()]
+    assert out.returncode == 2 and len(lines) == 1, out.stderr[-2000:]
+    assert lines[0].startswith("memrepro: error: config retriever.k=-1 is not allowed")
+    assert not (tmp_path / "results").exists() or not [p for p in (tmp_path / "results").rglob("*") if p.is_file()]
+    assert not (tmp_path / "cache").exists()  # nothing was even encoded

@@ -11,7 +11,7 @@ from typing import Any
 import pandas as pd
 import pytest
 import yaml
-from conftest import composed_run_config, run_record
+from conftest import composed_run_config, mark_complete, run_record
 
 from memrepro.cli import tables as tables_cli
 from memrepro.reference import reference_at
@@ -115,7 +115,7 @@ def _write_run(root: Path, name: str, encoder: str, retriever: dict[str, Any], o
     (folder / "metrics.json").write_text(json.dumps(metrics))
     rows = [{"split": "all", "query_id": q, "excluded": None, "metrics": m} for q, m in per_query.items()]
     (folder / "queries.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-    (folder / "COMPLETE").write_text("")
+    mark_complete(folder)
     return folder
 
 
@@ -326,6 +326,7 @@ def test_engine_agreement_pairs_runs_that_differ_only_in_the_engine(tmp_path: Pa
         rows = [{"split": "all", "query_id": f"q{i}", "excluded": None, "metrics": {}, "top": [[m, 1.0] for m in top]}
                 for i, top in enumerate(tops)]
         (folder / "queries.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+        mark_complete(folder)  # the files as edited here are the run's
     frame, summary = agreement_table(complete_runs(tmp_path))
     assert len(frame) == 2  # the alpha=0.7 faithful run has no twin
     shown = [(row["settings"], row["engine"], row["identical rankings"], row["Δ (engine − faithful)"],

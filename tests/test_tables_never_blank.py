@@ -33,6 +33,19 @@ def test_an_absent_cell_keeps_its_committed_value_marked_and_present_cells_are_r
     assert r"$\ddagger$" in (tmp_path / "t.tex").read_text(encoding="utf-8")
 
 
+def test_a_committed_note_is_superseded_by_the_new_note_on_its_subject(tmp_path: Path) -> None:
+    """One more engine pair (a local run beside the kept ones): the engine's summary line is the current one only,
+    while a note on a subject the new rendering no longer covers (a retired engine's kept rows) stays, marked."""
+    columns = ("engine", "settings", "speed-up")
+    write_table(_table([["compiled", "a", "50.1x"], ["batched", "b", "6.0x"]], columns), tmp_path, "e", "E",
+                notes=["compiled: 1 pairs: speed-up 50.1x", "batched: 1 pairs: speed-up 6.0x"])
+    write_table(_table([["compiled", "a", "50.1x"], ["compiled", "c", "40.0x"], ["batched", "b", "—"]], columns),
+                tmp_path, "e", "E", notes=["compiled: 2 pairs: speed-up 45.0x"], keep_committed=True)
+    notes = committed.read_committed_notes(tmp_path / "e.md")
+    assert notes[:2] == ["compiled: 2 pairs: speed-up 45.0x", "batched: 1 pairs: speed-up 6.0x ‡"]
+    assert not [note for note in notes if note.startswith("compiled: 1 pairs")]
+
+
 def test_a_row_or_note_the_new_rendering_drops_is_kept_and_a_rerender_is_byte_identical(tmp_path: Path) -> None:
     write_table(_table([["dense", "0.3254", "0.5345"], ["cascade", "0.5579", "0.7431"]]), tmp_path, "t", "T",
                 notes=["legend", "Cost cascade / v1: 2.40×"])

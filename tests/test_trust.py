@@ -63,18 +63,6 @@ def test_damaged_result_files_are_named(damage, file: str, tmp_path: Path) -> No
     assert len(warnings) == 1 and str(folder / file) in warnings[0]
 
 
-def test_legacy_marker_is_checked_by_parsing(tmp_path: Path) -> None:
-    folder = _write(_folder(tmp_path))
-    (folder / COMPLETE).write_text("ok\n")  # a folder from before manifests
-    assert run_problem(folder) is None
-    (folder / "metrics.json").write_text("")
-    with pytest.raises(DamagedFileError, match="metrics.json: not valid JSON"):
-        read_record(folder)
-    assert "metrics.json" in run_problem(folder)
-    (folder / "metrics.json").write_text(json.dumps(run_record(n_total=5)))
-    assert "3 rows, metrics.json counts 5" in run_problem(folder)
-
-
 def test_temporary_folders_are_never_runs_and_are_cleaned(tmp_path: Path) -> None:
     final = _folder(tmp_path)
     _write(final)

@@ -1,6 +1,8 @@
 """``hydra/sweeper=memrepro`` (the default of ``python -m memrepro run -m``): Hydra's basic sweeper, with each
-job's config composed once per set of config-group choices instead of twice per job, and the config a batch's
-validation built handed to its launch instead of being built again. At the end, the sweep summary
+job's config composed once per set of config-group choices instead of twice per job, the config a batch's
+validation built handed to its launch instead of being built again, and every job's config checked
+(:func:`memrepro.validate.validate_command_config`) before the first job runs, so that a bad value in a sweep
+stops it before anything is computed, not when its point comes. At the end, the sweep summary
 (:mod:`memrepro.sweep`): one table of the swept parameters and the primary metrics, printed and written as
 ``sweep.md`` / ``sweep.csv`` in the sweep folder.
 
@@ -30,6 +32,7 @@ from hydra.types import HydraContext, TaskFunction
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 from memrepro.hydra_internals import apply_overrides_to_config, basic_sweeper, overrides_dirname
+from memrepro.validate import validate_command_config
 
 
 class ComposeOnceLoader:
@@ -70,6 +73,11 @@ class ComposeOnceLoader:
             yield
         finally:
             self._validating = False
+
+    def job_config(self, master_config: DictConfig, sweep_overrides: List[str]) -> DictConfig:
+        """A job's config to read, not to launch: the one its batch's validation kept, else composed afresh."""
+        kept = self._validated.get((id(master_config), tuple(sweep_overrides)))
+        return kept[1] if kept is not None else self._load(master_config, sweep_overrides)
 
     def load_sweep_config(self, master_config: DictConfig, sweep_overrides: List[str]) -> DictConfig:
         key = (id(master_config), tuple(sweep_overrides))
@@ -135,8 +143,12 @@ class ComposeOnceSweeper(basic_sweeper()):  # the class Hydra's discovery made
         super().setup(hydra_context=context, task_function=task_function, config=config)
 
     def validate_batch_is_legal(self, batch: Sequence[Sequence[str]]) -> None:
-        with self.hydra_context.config_loader.validation():
+        loader = self.hydra_context.config_loader
+        with loader.validation():
             super().validate_batch_is_legal(batch)
+        if self.batch_index == 1:  # before the first job runs: every job of the sweep, not one batch at a time
+            for overrides in (job for jobs in self.overrides for job in jobs):
+                validate_command_config(loader.job_config(self.config, list(overrides)))
 
 
 @dataclass

@@ -281,8 +281,10 @@ class PerSeedArtifact(ABC):
         return sorted(named[0].dev_episode_ids) if named else None
 
     def _verify(self, folder: Path) -> None:
-        """Our checkpoints carry the identity they were trained for; refuse one that differs from the run's.
-        A folder verified once in this process (the plan verifies before the run loads) is not hashed again."""
+        """Our checkpoints carry the identity they were trained for and the sha256 of their files; refuse one
+        whose files do not match it (or that records none) or whose identity differs from the run's. A folder
+        verified once in this process (the plan verifies before the run loads) is not hashed again. Weights are
+        read only as tensors (safetensors, or ``torch.load(..., weights_only=True)``), never as pickled code."""
         info_path = folder / TRAINING_INFO
         if not info_path.is_file() or self.context is None:
             return  # a foreign checkpoint (published, or trained elsewhere): loaded as given, labelled by its path
@@ -294,7 +296,10 @@ class PerSeedArtifact(ABC):
             raise CheckpointMismatchError(f"{info_path}: unreadable training log ({exc}); delete {folder} to "
                                           f"retrain it") from None
         expected = info.get("weights_sha256")
-        if expected is not None and weights_sha256(folder) != expected:
+        if not isinstance(expected, str):  # nothing to verify its weights against: never loaded unverified
+            raise CheckpointMismatchError(f"{info_path}: no weights_sha256, so the checkpoint in {folder} cannot be "
+                                          f"verified; delete the folder to retrain it")
+        if weights_sha256(folder) != expected:
             raise CheckpointMismatchError(f"{folder}: damaged checkpoint (its files' sha256 is not the one recorded in "
                                           f"{TRAINING_INFO} when it was trained); delete the folder to retrain it")
         theirs, ours = info.get("identity"), self.identity()

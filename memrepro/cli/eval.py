@@ -35,7 +35,7 @@ def evaluate_run_file(cfg: DictConfig) -> EvalOutcome:
     from memrepro.provenance import config_hash, git_commit, package_versions
     from memrepro.runs.folder import is_complete, read_record, run_dir, run_problem, write_run
     from memrepro.runs.identity import semantic_config
-    from memrepro.runs.runfile import WARNING_FIXES, depth_warning, read_run_file, validate
+    from memrepro.runs.runfile import WARNING_FIXES, depth_warning, order_warning, read_run_file, validate
     from memrepro.stages import load_benchmark, metric_names_for, returned_stats, run_warnings, score_rankings
 
     timings: dict[str, float] = {}
@@ -56,8 +56,8 @@ def evaluate_run_file(cfg: DictConfig) -> EvalOutcome:
     warnings = [f"{line}: {WARNING_FIXES[kind]}" for kind, line in zip(checked.warnings, checked.lines())]
     metric_names = metric_names_for(cfg, benchmark)
     truncated = depth_warning(parsed.path, checked, metric_names)
-    if truncated:
-        warnings.append(f"warning: {truncated}")
+    tied = order_warning(parsed, checked, cfg.order)
+    warnings += [f"warning: {line}" for line in (truncated, tied) if line]
     if is_complete(folder) and not cfg.overwrite:
         problem = run_problem(folder)  # as `run` does: a damaged folder is rescored, never returned as done
         if not problem:
@@ -83,7 +83,7 @@ def evaluate_run_file(cfg: DictConfig) -> EvalOutcome:
         "counts": {**counts, "loader": dict(benchmark.loader_counts)},
         "returned": returned_stats(rows),
         "summary": summary,
-        "warnings": run_warnings(benchmark, verification) + ([truncated] if truncated else []),
+        "warnings": run_warnings(benchmark, verification) + [line for line in (truncated, tied) if line],
         "latency": {},  # an external run carries no timing memrepro measured
         "timings": timings,
         "validation": {"warnings": dict(checked.warnings), "examples": checked.examples, "strict": bool(cfg.strict),

@@ -77,22 +77,32 @@ def reported() -> Iterator[None]:
     except Terminated:
         _say("terminated (SIGTERM); rerun the same command to resume from the last saved batch")
         sys.exit(EXIT_TERMINATED)
-    except MemreproError as exc:
+    except Exception as exc:  # noqa: BLE001 - every failure ends in one line
         if debug_enabled():
             traceback.print_exc()
-        kind = "error" if exit_code_for(exc) == EXIT_BAD_INPUT else "run failed"
-        _say(f"{kind}: {one_line(exc)}")
-        sys.exit(exit_code_for(exc))
-    except OSError as exc:
-        if debug_enabled():
-            traceback.print_exc()
-        _say(f"run failed: {describe_os_error(exc)}")
-        sys.exit(EXIT_FAILED)
-    except Exception as exc:  # a bug: still one line, the traceback on request
-        if debug_enabled():
-            traceback.print_exc()
+        known = exc if isinstance(exc, MemreproError) else _memrepro_cause(exc)
+        if known is not None:  # memrepro's own error, or one another library wrapped (a config resolver's)
+            kind = "error" if exit_code_for(known) == EXIT_BAD_INPUT else "run failed"
+            _say(f"{kind}: {one_line(known)}")
+            sys.exit(exit_code_for(known))
+        if isinstance(exc, OSError):
+            _say(f"run failed: {describe_os_error(exc)}")
+            sys.exit(EXIT_FAILED)
+        # a bug: still one line, the traceback on request
         _say(f"internal error: {type(exc).__name__}: {one_line(exc)} (rerun with --debug for the traceback)")
         sys.exit(EXIT_FAILED)
+
+
+def _memrepro_cause(exc: BaseException) -> MemreproError | None:
+    """The memrepro error a Hydra or OmegaConf exception wraps (OmegaConf re-raises a resolver's error as its
+    own, without ``from``), if any; any other exception is taken as it is."""
+    from hydra.errors import HydraException
+    from omegaconf.errors import OmegaConfBaseException
+
+    seen: BaseException | None = exc
+    while isinstance(seen, (HydraException, OmegaConfBaseException)):
+        seen = seen.__cause__ or seen.__context__
+    return seen if isinstance(seen, MemreproError) else None
 
 
 class CompositionError(MemreproError):
@@ -109,6 +119,18 @@ def _unreadable(exc: Any) -> str:
     return f"it cannot be read from {stop.group(1)!r} on" if stop else "it is not in the key=value form"
 
 
+def config_file_error(exc: Exception) -> MemreproError:
+    """A config file that is not plain YAML, named with its line: a ``!!python/...`` tag (a config holds values,
+    never Python objects, so the safe loader has no constructor for it) or a syntax error."""
+    mark = getattr(exc, "problem_mark", None)
+    where = f"{mark.name}, line {mark.line + 1}, column {mark.column + 1}" if mark is not None else "a config file"
+    problem = str(getattr(exc, "problem", None) or exc)
+    tag = re.search(r"tag:yaml\.org,2002:(python/\S+?)'", problem)
+    if tag:
+        problem = f"the tag !!{tag.group(1)} is not allowed (a config holds plain values, never Python objects)"
+    return CompositionError(f"{where}: {one_line(problem)}; fix the file (plain YAML only)")
+
+
 def composition_error(exc: Exception) -> MemreproError:
     """A failed Hydra composition as one error in memrepro's words: a mistyped config group option or key names
     the nearest valid names (Hydra's own message lists search paths, or suggests ``+key=value``, which the closed
@@ -120,6 +142,9 @@ def composition_error(exc: Exception) -> MemreproError:
 
     from memrepro.options import SCHEMA_SUFFIX
 
+    known = _memrepro_cause(exc)
+    if known is not None:  # raised by one of memrepro's config resolvers while Hydra composed
+        return known
     if isinstance(exc, MissingConfigException) and exc.options and "/" in (exc.missing_cfg_file or ""):
         group, choice = exc.missing_cfg_file.rsplit("/", 1)
         options = [o for o in exc.options if not o.endswith(SCHEMA_SUFFIX)]

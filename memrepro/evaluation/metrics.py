@@ -83,7 +83,12 @@ def parse_metric(name: str) -> tuple[str, int | None]:
     if not match or (match["base"] not in _STANDARD and match["base"] not in CUSTOM):
         known = sorted([*(f"{b}@k" for b in _STANDARD), "mrr", *(f"{b}[@k]" for b in CUSTOM)])
         raise ValueError(f"unknown metric {name!r}; known: {', '.join(known)}")
-    return match["base"], int(match["k"]) if match["k"] else None
+    k = int(match["k"]) if match["k"] else None
+    if k == 0:  # a cutoff of 0 ranks nothing: every value would be 0
+        raise ValueError(f"metric {name!r}: the cutoff after @ must be >= 1")
+    if k is None and match["base"] in _STANDARD and match["base"] != "mrr":
+        _ir_measure(match["base"], k)  # raises: it needs a cutoff
+    return match["base"], k
 
 
 def _ir_measure(base: str, k: int | None):

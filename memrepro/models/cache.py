@@ -41,6 +41,7 @@ from typing import Callable, Mapping, Sequence
 import numpy as np
 
 from memrepro.datasets.io import sha256_file
+from memrepro.files import STALE_AFTER_S, naming
 
 log = logging.getLogger("memrepro")
 
@@ -103,6 +104,10 @@ class EmbeddingCache:
     def _load_index(self) -> dict[str, tuple[str, int]]:
         if self._index is None:
             self._index = {}
+            removed = remove_leftovers(self.folder)
+            if removed:
+                log.info("embedding cache %s: removed %d file(s) of interrupted writes (%s)", self.folder,
+                         len(removed), ", ".join(removed[:3]) + (" ..." if len(removed) > 3 else ""))
             if self.folder.is_dir():
                 for keys_file in sorted(self.folder.glob("*.keys")):
                     if keys_file.name.startswith("."):
@@ -277,17 +282,22 @@ class EmbeddingCache:
         shard = uuid.uuid4().hex
         npy_path = self.folder / f"{shard}.npy"
         tmp = self.folder / f".{shard}.npy.tmp"
-        with open(tmp, "wb") as handle:
-            np.save(handle, vectors)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, npy_path)
-        keys_bytes = "\n".join(keys).encode("ascii")
-        meta = {"format": FORMAT, "identity": self.folder.name, "rows": int(vectors.shape[0]),
-                "dim": int(vectors.shape[1]), "dtype": "float32", "npy_sha256": sha256_file(npy_path),
-                "keys_sha256": hashlib.sha256(keys_bytes).hexdigest()}
-        _atomic_write_bytes(self.folder / f"{shard}{META_SUFFIX}", json.dumps(meta, sort_keys=True).encode())
-        _atomic_write_bytes(self.folder / f"{shard}.keys", keys_bytes)  # last: the shard becomes visible
+        try:
+            with naming(npy_path), open(tmp, "wb") as handle:
+                np.save(handle, vectors)
+                handle.flush()
+                os.fsync(handle.fileno())
+            os.replace(tmp, npy_path)
+            keys_bytes = "\n".join(keys).encode("ascii")
+            meta = {"format": FORMAT, "identity": self.folder.name, "rows": int(vectors.shape[0]),
+                    "dim": int(vectors.shape[1]), "dtype": "float32", "npy_sha256": sha256_file(npy_path),
+                    "keys_sha256": hashlib.sha256(keys_bytes).hexdigest()}
+            _atomic_write_bytes(self.folder / f"{shard}{META_SUFFIX}", json.dumps(meta, sort_keys=True).encode())
+            _atomic_write_bytes(self.folder / f"{shard}.keys", keys_bytes)  # last: the shard becomes visible
+        except BaseException:  # a full disk, Ctrl-C: nothing of the invisible shard stays behind
+            for leftover in (tmp, npy_path, self.folder / f"{shard}{META_SUFFIX}"):
+                leftover.unlink(missing_ok=True)
+            raise
         stat = npy_path.stat()
         _VERIFIED.add((str(npy_path), stat.st_size, stat.st_mtime_ns))
         index = self._load_index()
@@ -391,8 +401,31 @@ def _disagreement(stored: np.ndarray, fresh: np.ndarray, rows: Sequence[int]) ->
 
 def _atomic_write_bytes(path: Path, data: bytes) -> None:
     tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
-    with open(tmp, "wb") as handle:
-        handle.write(data)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(tmp, path)
+    try:
+        with naming(path), open(tmp, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def remove_leftovers(folder: Path, older_than_s: float = STALE_AFTER_S) -> list[str]:
+    """Delete what killed writes left in a cache folder: temporary files (``.<name>.tmp``) and the ``.npy`` /
+    ``.meta.json`` of a shard whose ``.keys`` was never written (invisible, never read), once untouched for
+    ``older_than_s`` (a younger one may be another process's write in progress). Returns the names removed."""
+    removed = []
+    now = time.time()
+    for path in sorted(folder.iterdir()) if folder.is_dir() else []:
+        shard = path.name.removesuffix(".npy").removesuffix(META_SUFFIX)
+        leftover = (path.name.startswith(".") and path.name.endswith(".tmp")) or (
+            shard != path.name and not path.name.startswith(".") and not (folder / f"{shard}.keys").exists())
+        try:
+            if leftover and path.is_file() and now - path.stat().st_mtime >= older_than_s:
+                path.unlink()
+                removed.append(path.name)
+        except FileNotFoundError:  # another process finished or removed it meanwhile
+            continue
+    return removed

@@ -37,3 +37,4 @@ class V1Architecture:
 
 
 V1_DEFAULT_SHAPE = V1Architecture()  # the published model's shape, every default above
+WINDOW_MODES = ("candidate_local", "full")  # CE-lite windows: around each candidate | over the whole pool

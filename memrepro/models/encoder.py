@@ -18,6 +18,7 @@ from typing import Literal, Protocol, Sequence
 import numpy as np
 from tqdm.auto import tqdm
 
+from memrepro.errors import ConfigError
 from memrepro.models.cache import EmbeddingCache, text_sha256
 from memrepro.models.resolve import ResolvedModel, resolve_model, weights_identity
 
@@ -55,6 +56,19 @@ def unit_normalise(matrix: np.ndarray) -> np.ndarray:
     return np.divide(matrix, norms, out=np.zeros_like(matrix), where=norms > 0)
 
 
+def max_positions(folder: str) -> int | None:
+    """How many tokens the model in ``folder`` reads at most: its tokenizer's ``model_max_length``, else its
+    config's ``max_position_embeddings``; None when neither file says (or ``folder`` is not a local folder)."""
+    for name, key in (("tokenizer_config.json", "model_max_length"), ("config.json", "max_position_embeddings")):
+        try:
+            value = json.loads((Path(folder) / name).read_text(encoding="utf-8")).get(key)
+        except (OSError, ValueError, AttributeError):
+            continue
+        if isinstance(value, int) and 0 < value < 1_000_000:  # transformers writes 1e30 for "no limit known"
+            return value
+    return None
+
+
 class SentenceTransformerEncoder:
     def __init__(self, model: str, path: str | None = None, allow_substitute: bool = False,
                  max_seq_length: int | None = None, batch_size: int = 64, query_prefix: str = "",
@@ -62,11 +76,12 @@ class SentenceTransformerEncoder:
         self._request = (model, path, allow_substitute)
         # where the model is, nothing read: a complete run is skipped on its identity; loading verifies the bytes
         self.resolved: ResolvedModel = resolve_model(model, path, allow_substitute, verify=False)
+        self._requested_max_len = max_seq_length
+        self._check_max_len(self.resolved.path)
         self.device = resolve_device(device)
         self.batch_size = batch_size
         self.prefixes = {"query": query_prefix, "document": document_prefix}
         self.show_progress = show_progress
-        self._requested_max_len = max_seq_length
         self._model = None
         self.load_seconds = 0.0
         self.identity = {
@@ -79,6 +94,14 @@ class SentenceTransformerEncoder:
         }
         self.weights_verified = self.identity["weights"] != "unknown"  # a local folder with no weights file to hash
         self.label = self.resolved.label
+
+    def _check_max_len(self, folder: str) -> None:
+        """``max_seq_length`` within what the model in ``folder`` reads (checked as soon as the folder exists, so
+        before anything is encoded): longer inputs would index past its position embeddings."""
+        limit = max_positions(folder)
+        if self._requested_max_len is not None and limit is not None and self._requested_max_len > limit:
+            raise ConfigError("encoder.max_seq_length", self._requested_max_len,
+                              f"an integer in [1, {limit}] ({self.resolved.name} reads at most {limit} tokens)")
 
     @property
     def dim(self) -> int | None:
@@ -94,6 +117,7 @@ class SentenceTransformerEncoder:
 
             start = time.perf_counter()
             ready = resolve_model(*self._request)  # a bundle extracted if needed and its bytes checked against its pins
+            self._check_max_len(ready.path)
             self._model = SentenceTransformer(ready.path, device=self.device)
             if self._requested_max_len:
                 self._model.max_seq_length = self._requested_max_len

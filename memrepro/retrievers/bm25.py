@@ -19,6 +19,7 @@ import numpy as np
 
 from memrepro.retrievers.base import RetrievalInput, Retrieved, RetrieverBase
 from memrepro.search import EpisodeIndex, Hits
+from memrepro.validate import validate_arguments
 
 
 class BM25Retriever(RetrieverBase):
@@ -30,19 +31,15 @@ class BM25Retriever(RetrieverBase):
     def __init__(self, mode: Literal["full", "topk"] = "full", k: int | None = None, k1: float = 1.5,
                  b: float = 0.75, method: str = "lucene", stopwords: str | None = "en", stemmer: str | None = None,
                  name: str = "bm25") -> None:
-        if mode not in ("full", "topk"):
-            raise ValueError(f"bm25 retriever mode must be 'full' or 'topk', got {mode!r}")
-        if mode == "topk" and (k is None or k < 1):
-            raise ValueError(f"bm25 retriever mode 'topk' needs k >= 1, got {k!r}")
+        # checked as the config node is (memrepro.validate): the same values refused, with the same message
+        validate_arguments(BM25Retriever, {"mode": mode, "k": k, "k1": k1, "b": b, "method": method,
+                                           "stopwords": stopwords, "stemmer": stemmer, "name": name})
         self.mode, self.k, self.k1, self.b, self.method = mode, k, float(k1), float(b), method
         self.stopwords, self.stemmer_name, self.name = stopwords, stemmer, name
         self._stemmer = None
         if stemmer:
-            try:
-                import Stemmer  # PyStemmer
-            except ImportError:
-                raise ValueError(f"retriever.stemmer={stemmer!r} needs PyStemmer (pip install PyStemmer); "
-                                 "or set retriever.stemmer=null") from None
+            import Stemmer  # PyStemmer (the check above refuses a stemmer when it is not installed)
+
             self._stemmer = Stemmer.Stemmer(stemmer)
         self._models: dict[tuple[int, str], object] = {}
         logging.getLogger("bm25s").setLevel(logging.WARNING)  # it logs every index build at DEBUG

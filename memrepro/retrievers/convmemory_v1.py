@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Literal, Sequence
 import numpy as np
 
 from memrepro.artifacts.per_seed import PerSeedArtifact, TrainingContext
+from memrepro.models.convmemory_v1_shape import WINDOW_MODES
 from memrepro.retrievers.base import RetrievalInput, Retrieved, RetrieverBase
 from memrepro.search import EpisodeIndex, Hits, search
 from memrepro.types import Split
@@ -47,8 +48,9 @@ class ConvMemoryV1Retriever(RetrieverBase):
     SECONDS_PER_QUERY = 0.1
 
     def __init__(self, model: PerSeedArtifact, window_mode: WindowMode = "candidate_local") -> None:
-        if window_mode not in ("full", "candidate_local"):
-            raise ValueError(f"convmemory_v1: window_mode must be 'full' or 'candidate_local', got {window_mode!r}")
+        if window_mode not in WINDOW_MODES:
+            raise ValueError(f"convmemory_v1: window_mode must be one of {', '.join(WINDOW_MODES)}, got "
+                             f"{window_mode!r}")
         self.models, self.window_mode = model, window_mode
         self.model: ConvMemoryV1 | None = None
         self._episode_cache: dict[str, tuple[np.ndarray, list[str]]] = {}

@@ -11,9 +11,10 @@ renamed into place; an ``overwrite=true`` commit first moves the old folder to `
 never look at names that start with a dot, and the next run of that id (under its lock) finishes or removes
 whatever a kill left: a complete, verified ``.tmp-*`` whose final folder is missing is renamed into place, every
 other temporary folder is deleted. ``keep`` and ``tables`` do the same for every run id whose temporary folders
-are older than :data:`STALE_AFTER_S` (younger ones may belong to a process still writing). A folder whose files
-fail the manifest (an empty or truncated ``metrics.json``, a corrupt line in ``queries.jsonl``) is reported with
-the file named and treated as incomplete.
+are older than :data:`STALE_AFTER_S` (younger ones may belong to a process still writing). Every read verifies the
+folder by content: a marker that is not a manifest (emptied, garbled, written by hand) or a file that fails it (an
+empty or truncated ``metrics.json``, a corrupt line in ``queries.jsonl``) is reported with the file named and the
+folder treated as incomplete.
 
 Nothing memrepro did not write is deleted: files a user put in a run folder (notes) move into the folder that
 replaces it, and a file found where a run folder belongs is renamed ``<run id>.moved-<x>``; each is said in one
@@ -37,13 +38,14 @@ from omegaconf import DictConfig, OmegaConf
 
 from memrepro.datasets.io import sha256_file
 from memrepro.errors import DamagedFileError
+from memrepro.files import STALE_AFTER_S, naming
 from memrepro.runs.record import RunRecord
 
 COMPLETE = "COMPLETE"
 MANIFEST_FORMAT = 1
 TMP_TAG, OLD_TAG, MOVED_TAG = ".tmp-", ".old-", ".moved-"
 RUN_FILES = ("config.yaml", "queries.jsonl", "run.trec", "metrics.json", COMPLETE)  # what a run writer writes
-STALE_AFTER_S = 600.0  # a temporary folder untouched this long belongs to no running process: a kill left it
+MANIFEST_REQUIRED = ("config.yaml", "queries.jsonl", "metrics.json")  # what readers read: always hashed
 _LEFTOVER = re.compile(rf"^\.(?P<id>.+)(?:{re.escape(TMP_TAG)}|{re.escape(OLD_TAG)})[0-9a-f]+$")
 log = logging.getLogger("memrepro")
 
@@ -59,49 +61,45 @@ def is_hidden(folder: Path) -> bool:
 
 
 def is_complete(folder: Path) -> bool:
+    """Whether ``folder`` is marked complete; whether it is a run to read is :func:`run_problem` (verified)."""
     return not is_hidden(folder) and (folder / COMPLETE).is_file()
 
 
-def verify_run(folder: Path) -> None:
-    """Raise :class:`DamagedFileError` naming the first file of a complete-marked folder that fails verification.
-
-    With a manifest: every file's size and sha256. Without (folders written before manifests): every
-    ``queries.jsonl`` line parses, with as many rows as ``counts.n_total`` says, and ``config.yaml`` parses. Both:
-    ``metrics.json`` is a valid run record (:class:`memrepro.runs.record.RunRecord`, older schemas migrated).
-    """
+def read_manifest(folder: Path) -> dict[str, Any]:
+    """The ``COMPLETE`` manifest of ``folder``, or :class:`DamagedFileError` naming the marker: it must be the JSON
+    object a run writer writes (its format, every file's sha256 and size, the row count) and list the files a
+    reader reads (:data:`MANIFEST_REQUIRED`). Anything else (a marker emptied, garbled, edited or written by hand)
+    leaves the folder incomplete: nothing in it is trusted unhashed."""
     marker = folder / COMPLETE
     if not marker.is_file():
         raise DamagedFileError(marker, "missing: the run is not complete")
-    text = marker.read_text(encoding="utf-8", errors="replace").strip()
-    manifest = None
-    if text.startswith("{"):
-        try:
-            manifest = json.loads(text)
-        except json.JSONDecodeError:
-            raise DamagedFileError(marker, "unreadable manifest") from None
-    if manifest is not None:
-        for name, expected in sorted(manifest.get("files", {}).items()):
-            path = folder / name
-            if not path.is_file():
-                raise DamagedFileError(path, "missing from a complete run")
-            if path.stat().st_size != expected.get("bytes") or sha256_file(path) != expected.get("sha256"):
-                raise DamagedFileError(path, "differs from the run's manifest (damaged or edited)")
-        RunRecord.read(folder / "metrics.json")
-        return
-    # (legacy folders: the files present are checked; a missing one is named when a reader asks for it)
-    record = RunRecord.read(folder / "metrics.json")
-    if (folder / "queries.jsonl").exists():
-        rows = parse_queries_file(folder / "queries.jsonl")
-        if record.counts.n_total != len(rows):
-            raise DamagedFileError(folder / "queries.jsonl",
-                                   f"{len(rows)} rows, metrics.json counts {record.counts.n_total}")
-    if (folder / "config.yaml").exists():
-        import yaml
+    try:
+        manifest = json.loads(marker.read_bytes())
+    except (UnicodeDecodeError, ValueError):
+        manifest = None
+    files = manifest.get("files") if isinstance(manifest, dict) else None
+    if not isinstance(files, dict) or manifest.get("format") != MANIFEST_FORMAT or not all(
+            isinstance(entry, dict) and isinstance(entry.get("sha256"), str) and isinstance(entry.get("bytes"), int)
+            for entry in files.values()):
+        raise DamagedFileError(marker, "not a run manifest (damaged, emptied or written by hand): the run is "
+                                       "incomplete")
+    absent = [name for name in MANIFEST_REQUIRED if name not in files]
+    if absent:
+        raise DamagedFileError(marker, f"the manifest does not list {', '.join(absent)}: the run is incomplete")
+    return manifest
 
-        try:
-            yaml.safe_load((folder / "config.yaml").read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
-            raise DamagedFileError(folder / "config.yaml", f"unreadable ({type(exc).__name__})") from None
+
+def verify_run(folder: Path) -> None:
+    """Raise :class:`DamagedFileError` naming the first file of a complete-marked folder that fails verification:
+    the marker is a manifest (:func:`read_manifest`), every file it lists has its size and sha256, and
+    ``metrics.json`` is a valid run record (:class:`memrepro.runs.record.RunRecord`, older schemas migrated)."""
+    for name, expected in sorted(read_manifest(folder)["files"].items()):
+        path = folder / name
+        if not path.is_file():
+            raise DamagedFileError(path, "missing from a complete run")
+        if path.stat().st_size != expected["bytes"] or sha256_file(path) != expected["sha256"]:
+            raise DamagedFileError(path, "differs from the run's manifest (damaged or edited)")
+    RunRecord.read(folder / "metrics.json")
 
 
 def run_problem(folder: Path) -> str | None:
@@ -231,9 +229,8 @@ def written_by_memrepro(folder: Path, written: Iterable[str] = RUN_FILES) -> set
     """The names in ``folder`` memrepro writes: ``written`` and whatever its ``COMPLETE`` manifest lists."""
     names = set(written)
     try:
-        manifest = json.loads((folder / COMPLETE).read_text(encoding="utf-8"))
-        names.update(manifest.get("files") or {})
-    except (OSError, UnicodeDecodeError, ValueError, AttributeError, TypeError):
+        names.update(read_manifest(folder)["files"])
+    except (OSError, DamagedFileError):
         pass  # no manifest (or a damaged one): the standard names only
     return names
 
@@ -324,6 +321,14 @@ def trec_text(rows: list[dict[str, Any]], tag: str) -> str:
     return "\n".join(lines) + ("\n" if lines else "")
 
 
+def manifest_of(folder: Path, rows: int | None) -> dict[str, Any]:
+    """A ``COMPLETE`` manifest of the files in ``folder``: the format, every file's sha256 and size, and ``rows``,
+    the query row count."""
+    files = {p.name: {"sha256": sha256_file(p), "bytes": p.stat().st_size}
+             for p in sorted(folder.iterdir()) if p.is_file() and p.name != COMPLETE}
+    return {"format": MANIFEST_FORMAT, "files": files, "rows": rows}
+
+
 class RunWriter:
     """Collects a run's files in a temporary sibling folder; ``commit()`` writes the manifest and renames."""
 
@@ -350,16 +355,14 @@ class RunWriter:
         self._write(name, data)
 
     def _write(self, name: str, data: bytes) -> None:
-        with open(self.tmp / name, "wb") as handle:
+        with naming(self.final / name), open(self.tmp / name, "wb") as handle:
             handle.write(data)
             handle.flush()
             os.fsync(handle.fileno())
 
     def manifest(self) -> dict[str, Any]:
-        """What ``COMPLETE`` will hold: the format, every written file's sha256 and size, the query row count."""
-        files = {p.name: {"sha256": sha256_file(p), "bytes": p.stat().st_size}
-                 for p in sorted(self.tmp.iterdir()) if p.is_file() and p.name != COMPLETE}
-        return {"format": MANIFEST_FORMAT, "files": files, "rows": self.rows}
+        """What ``COMPLETE`` will hold (:func:`manifest_of` the folder written so far)."""
+        return manifest_of(self.tmp, self.rows)
 
     def commit(self, manifest: Mapping[str, Any] | None = None) -> Path:
         """Write the manifest (``manifest`` when the caller has just computed it, else computed here) and rename."""

@@ -39,7 +39,7 @@ EXTERNAL = "memrepro.retrievers.external.ExternalRetriever"
 
 def semantic_config(cfg: DictConfig | Mapping[str, Any]) -> dict[str, Any]:
     """The resolved config minus every setting that changes no ranking or metric."""
-    from memrepro.search import EXACT_BACKENDS
+    from memrepro.limits import EXACT_BACKENDS
 
     resolved = OmegaConf.to_container(cfg, resolve=True) if isinstance(cfg, DictConfig) else _copy(cfg)
     for key in RUN_SETTINGS:
@@ -69,7 +69,7 @@ def algorithm_versions(node: Any, prefix: str = "retriever", recorded: bool = Fa
     A ``memrepro.evaluate`` node names the class of an object already built; one defined inside a function has no
     importable name, so it has no version to read."""
     found: dict[str, int] = {}
-    for key, target, config in sorted(_targets(node, prefix), key=lambda found_at: found_at[1]):
+    for key, target, config in sorted(code_targets(node, prefix), key=lambda found_at: found_at[1]):
         code = _import(key, target, skip=recorded or (config.get("external") is True and "<locals>" in target))
         if code is None:
             continue
@@ -102,7 +102,7 @@ def _import(key: str, target: str, skip: bool) -> Any:
                                        f"{one_line(cause)})") from exc
 
 
-def _targets(node: Any, prefix: str) -> Iterator[tuple[str, str, Mapping[str, Any]]]:
+def code_targets(node: Any, prefix: str) -> Iterator[tuple[str, str, Mapping[str, Any]]]:
     """``(key, target, node)`` wherever a config names the code that computes it: Hydra's ``_target_``, and an
     external retriever's ``target`` (``retriever=external``, or ``memrepro.evaluate``'s ``external: true`` node)."""
     if isinstance(node, Mapping):
@@ -111,10 +111,10 @@ def _targets(node: Any, prefix: str) -> Iterator[tuple[str, str, Mapping[str, An
         if isinstance(node.get("target"), str) and (node.get("_target_") == EXTERNAL or node.get("external") is True):
             yield f"{prefix}.target", node["target"], node
         for name, value in node.items():
-            yield from _targets(value, f"{prefix}.{name}")
+            yield from code_targets(value, f"{prefix}.{name}")
     elif isinstance(node, (list, tuple)):
         for i, value in enumerate(node):
-            yield from _targets(value, f"{prefix}[{i}]")
+            yield from code_targets(value, f"{prefix}[{i}]")
 
 
 def _without(node: Any, keys: tuple[str, ...]) -> Any:

@@ -15,11 +15,12 @@ number). Keeping verifies the source run the same way first.
 
 Leftovers: a ``keep`` (or a run) killed mid-way leaves a dot-named ``.<run id>.tmp-*`` folder. ``keep``,
 ``keep --restore`` and ``tables`` remove those under ``<kept_dir>`` and ``results/runs`` once no process can be
-writing them (untouched for :data:`memrepro.runs.folder.STALE_AFTER_S`), one line each.
+writing them (untouched for :data:`memrepro.files.STALE_AFTER_S`), one line each.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import lzma
@@ -31,8 +32,9 @@ from pathlib import Path
 from typing import Callable
 
 from memrepro.errors import DamagedFileError, MemreproError, one_line
+from memrepro.files import naming
 from memrepro.runs.folder import (COMPLETE, TMP_TAG, RunWriter, is_complete, parse_queries_file, put_in_place,
-                              remove_leftovers, run_problem, trec_text)
+                                  read_manifest, remove_leftovers, run_problem, trec_text)
 
 log = logging.getLogger("memrepro")
 
@@ -94,17 +96,16 @@ class KeptRuns:
         problem = run_problem(folder)
         if problem:
             raise KeptRunError(f"{problem}; rerun its command, then keep it")
-        if not (folder / COMPLETE).read_text(encoding="utf-8").lstrip().startswith("{"):
-            raise KeptRunError(f"{folder} was written before run manifests; rerun it, then keep it")
         kept = self.copy_of(folder)
         tmp = kept.parent / f".{kept.name}{TMP_TAG}{uuid.uuid4().hex[:8]}"  # a name remove_leftovers knows
         tmp.mkdir(parents=True)
         try:
-            for name in VERBATIM:
-                (tmp / name).write_bytes((folder / name).read_bytes())
-            with lzma.open(tmp / QUERIES_XZ, "wb", preset=6) as handle:
-                handle.write((folder / QUERIES).read_bytes())
-            (tmp / COMPLETE).write_bytes((folder / COMPLETE).read_bytes())  # last: marks the copy whole
+            with naming(kept):
+                for name in VERBATIM:
+                    (tmp / name).write_bytes((folder / name).read_bytes())
+                with lzma.open(tmp / QUERIES_XZ, "wb", preset=6) as handle:
+                    handle.write((folder / QUERIES).read_bytes())
+                (tmp / COMPLETE).write_bytes((folder / COMPLETE).read_bytes())  # last: marks the copy whole
             put_in_place(tmp, kept, KEPT_FILES)
         except BaseException:
             _remove(tmp)
@@ -112,17 +113,16 @@ class KeptRuns:
         return kept
 
     def restore(self, folder: Path, announce: bool = True) -> bool:
-        """Rebuild ``folder`` from its kept copy when it is not complete and a copy exists; True when restored
-        (said in a line unless ``announce`` is off: the caller says it). A copy that does not verify raises
-        :class:`DamagedFileError` naming the kept file (nothing is written)."""
+        """Rebuild ``folder`` from its kept copy when a copy exists and ``folder`` is not a complete, verified run
+        (a damaged folder is replaced, a user's own files in it kept); True when restored (said in a line unless
+        ``announce`` is off: the caller says it). A copy that does not verify raises :class:`DamagedFileError`
+        naming the kept file (nothing is written)."""
         folder = Path(folder)
-        if is_complete(folder):
-            return False
         try:
             kept = self.copy_of(folder)
         except KeptRunError:
             return False
-        if not (kept / COMPLETE).is_file():
+        if not (kept / COMPLETE).is_file() or run_problem(folder) is None:
             return False
         restore(kept, folder)
         if announce:
@@ -157,10 +157,10 @@ def restore(kept: Path, folder: Path) -> Path:
     manifest equals the kept one (every file's size and sha256, the row count)."""
     marker = kept / COMPLETE
     try:
-        manifest = json.loads(marker.read_text(encoding="utf-8"))
-        expected = dict(manifest["files"])
-    except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError):
-        raise DamagedFileError(marker, "unreadable manifest", FIX) from None
+        manifest = read_manifest(kept)
+    except DamagedFileError as exc:
+        raise DamagedFileError(marker, exc.problem, FIX) from None
+    expected = manifest["files"]
     writer = RunWriter(folder)
     try:
         for name in VERBATIM:
@@ -194,35 +194,46 @@ def restore(kept: Path, folder: Path) -> Path:
         raise
 
 
+def kept_bytes(kept: Path, name: str, files: dict) -> bytes:
+    """The bytes of the run file ``name`` as the kept copy ``kept`` holds it (``queries.jsonl`` decompressed),
+    checked against the kept manifest's ``files`` (size and sha256); :class:`DamagedFileError` names the kept file
+    otherwise."""
+    source = kept / (QUERIES_XZ if name == QUERIES else name)
+    try:
+        data = lzma.decompress(source.read_bytes()) if name == QUERIES else source.read_bytes()
+    except FileNotFoundError:
+        raise DamagedFileError(source, "missing from a kept run", FIX) from None
+    except (OSError, lzma.LZMAError, EOFError) as exc:
+        raise DamagedFileError(source, f"unreadable ({type(exc).__name__}: {exc})", FIX) from None
+    want = files.get(name) or {}
+    if len(data) != want.get("bytes") or hashlib.sha256(data).hexdigest() != want.get("sha256"):
+        raise DamagedFileError(source, f"does not hold the {name} the kept manifest records (damaged or edited)", FIX)
+    return data
+
+
+def kept_files(kept: Path) -> dict:
+    """The kept manifest's ``files``, or :class:`DamagedFileError` naming the marker (:func:`read_manifest`)."""
+    try:
+        return read_manifest(kept)["files"]
+    except DamagedFileError as exc:
+        raise DamagedFileError(exc.path, exc.problem, FIX) from None
+
+
+def read_kept_file(kept: Path, name: str) -> bytes:
+    """The bytes of ``name`` (``config.yaml`` or ``metrics.json``) in the kept copy ``kept``, verified."""
+    return kept_bytes(kept, name, kept_files(kept))
+
+
 def read_in_place(kept: Path) -> tuple[dict, "RunRecord", list[dict]]:
     """A kept copy's config, record and query rows, read without restoring it: each file is checked against the
     kept manifest (size and sha256; ``queries.jsonl`` once decompressed) and a damaged one is a
     :class:`DamagedFileError` naming the kept file."""
-    import hashlib
-
     import yaml
 
     from memrepro.runs.record import RunRecord
 
-    marker = kept / COMPLETE
-    try:
-        expected = dict(json.loads(marker.read_text(encoding="utf-8"))["files"])
-    except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError):
-        raise DamagedFileError(marker, "unreadable manifest", FIX) from None
-    contents = {}
-    for name, source in (*((n, n) for n in VERBATIM), (QUERIES, QUERIES_XZ)):
-        try:
-            data = (lzma.decompress((kept / source).read_bytes()) if source == QUERIES_XZ
-                    else (kept / source).read_bytes())
-        except FileNotFoundError:
-            raise DamagedFileError(kept / source, "missing from a kept run", FIX) from None
-        except (OSError, lzma.LZMAError, EOFError) as exc:
-            raise DamagedFileError(kept / source, f"unreadable ({type(exc).__name__}: {exc})", FIX) from None
-        want = expected.get(name) or {}
-        if len(data) != want.get("bytes") or hashlib.sha256(data).hexdigest() != want.get("sha256"):
-            raise DamagedFileError(kept / source, f"does not hold the {name} the kept manifest records (damaged or "
-                                   f"edited)", FIX)
-        contents[name] = data
+    files = kept_files(kept)
+    contents = {name: kept_bytes(kept, name, files) for name in (*VERBATIM, QUERIES)}
     config = yaml.safe_load(contents["config.yaml"].decode("utf-8"))
     record = RunRecord.from_json(json.loads(contents["metrics.json"]), kept / "metrics.json")
     rows = [json.loads(line) for line in contents[QUERIES].decode("utf-8").splitlines() if line.strip()]

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from memrepro.errors import MemreproError
+from memrepro.files import naming
 from memrepro.evaluation.freeze import FrozenRanking
 
 log = logging.getLogger("memrepro")
@@ -103,7 +104,7 @@ class RetrievalCheckpoint:
             line = hashlib.sha256(body).hexdigest().encode() + b"\t" + body + b"\n"
             self.path.parent.mkdir(parents=True, exist_ok=True)
             _cut_torn_tail(self.path)  # an append always starts on a fresh line after the last complete record
-            with open(self.path, "ab") as handle:
+            with naming(self.path), open(self.path, "ab") as handle:
                 handle.write(line)
                 handle.flush()
                 os.fsync(handle.fileno())
@@ -155,7 +156,7 @@ def _rewrite(path: Path, lines: list[bytes]) -> None:
     """Replace ``path`` atomically by ``lines`` (the records that verified)."""
     tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}.tmp")
     try:
-        with open(tmp, "wb") as handle:
+        with naming(path), open(tmp, "wb") as handle:
             handle.write(b"".join(line + b"\n" for line in lines))
             handle.flush()
             os.fsync(handle.fileno())

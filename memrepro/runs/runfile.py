@@ -81,6 +81,8 @@ class Validation:
     warnings: dict[str, int] = field(default_factory=dict)
     examples: dict[str, list[str]] = field(default_factory=dict)
     depth: int = 0  # the longest ranked list the file gives a query
+    ranked: int = 0  # queries the file ranks two or more memories for
+    tied: int = 0  # ... of which every score is the same (the scores then say nothing about the order)
     pools: dict[str, int] = field(default_factory=dict)  # scored query id → its candidate pool (episode) size
 
     def warn(self, kind: str, example: str) -> None:
@@ -218,6 +220,12 @@ def validate(parsed: ParsedRun, benchmark: Benchmark, order: str = "score", stri
             problem("unknown_query_ids", entries[0].line if entries else None,
                     f"unknown query id {key!r}", f"not a {benchmark.name} query; ignored")
 
+    if not keyed:  # scoring it would write a result of zeros that looks like a run
+        what = (f"ranks no {benchmark.name} query ({len(parsed.entries)} unknown query ids, e.g. "
+                f"{next(iter(parsed.entries))!r})" if parsed.entries else "is empty")
+        raise RunFileError(path, None, f"{what}: nothing to score", "give the rankings of this benchmark's queries, "
+                           "one TREC line per ranked memory or one JSONL object per query")
+
     positions: dict[str, np.ndarray] = {}
     by_key: dict[str, tuple[np.ndarray, np.ndarray, str]] = {}
     for key, (split, qid) in keyed.items():
@@ -256,6 +264,9 @@ def validate(parsed: ParsedRun, benchmark: Benchmark, order: str = "score", stri
             scores = (np.array([e.score for e in chosen], dtype=np.float64) if parsed.has_scores
                       else np.arange(len(chosen), 0, -1, dtype=np.float64))
             how = "native"
+        if len(chosen) > 1 and parsed.has_scores:
+            result.ranked += 1
+            result.tied += bool(np.all(np.array([e.score for e in chosen]) == chosen[0].score))
         positions[key] = np.array([where[e.memory_id] for e in chosen], dtype=np.int64)
         by_key[key] = (positions[key], scores, how)
         result.depth = max(result.depth, len(chosen))
@@ -278,6 +289,20 @@ def validate(parsed: ParsedRun, benchmark: Benchmark, order: str = "score", stri
             result.rankings[(split.name, query.id)] = freeze(query.id, Hits(pos, scores.astype(np.float32)),
                                                              episode, how)
     return result
+
+
+def order_warning(parsed: ParsedRun, checked: Validation, order: str) -> str | None:
+    """One line when every ranked list of the file gives all its memories the same score: the scores carry no
+    order, so which order was used decides every metric. Says which (order=score: the tie rule, the memories'
+    pool order; order=rank: the file's) and how to get the other. None otherwise."""
+    if not checked.ranked or checked.tied < checked.ranked:
+        return None
+    own = "rank column" if parsed.format == "trec" else "list order"
+    if order == "score":
+        return (f"{parsed.path}: every query's memories have the same score, so order=score ranked them by the tie "
+                f"rule (their pool position), not by the file's {own}; set order=rank to score the file's {own}")
+    return (f"{parsed.path}: every query's memories have the same score; order=rank used the file's {own} (order=score "
+            f"would rank them by the tie rule, their pool position)")
 
 
 RUN_FILE_FIX = "write up to {pool} memories per query for exact scores (a memrepro run: output.top_n={pool})"

@@ -71,8 +71,9 @@ def find_reusable(folder: Path, seeds: Sequence[int], run_id_for: Callable[[list
         if covered.intersection(subset):
             continue
         candidate = folder.parent / run_id_for(list(subset))
-        if not is_complete(candidate) and not (kept is not None and kept.restore_or_warn(
-                candidate, "not reused, its splits are retrieved here")):
+        if kept is not None:  # absent or damaged here: its kept copy, when there is one (a damaged one is named)
+            kept.restore_or_warn(candidate, "not reused, its splits are retrieved here")
+        if not is_complete(candidate):
             continue
         rows = _verified_rows(candidate, [split_of_seed[seed] for seed in subset], benchmark)
         if rows is None:

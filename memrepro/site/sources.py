@@ -10,17 +10,14 @@ one line and left out, as :func:`memrepro.tables.runs.complete_runs` does for ``
 
 from __future__ import annotations
 
-import hashlib
-import json
-import lzma
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 from typing import Any, Callable
 
 from memrepro.errors import DamagedFileError
-from memrepro.runs.folder import COMPLETE, parse_queries_lines
-from memrepro.runs.kept import FIX, KeptRuns, QUERIES, QUERIES_XZ, VERBATIM
+from memrepro.runs.folder import parse_queries_lines
+from memrepro.runs.kept import QUERIES, QUERIES_XZ, VERBATIM, KeptRuns, kept_bytes, kept_files
 from memrepro.runs.record import RunRecord
 from memrepro.tables.runs import Run, complete_runs, unusable
 
@@ -30,43 +27,19 @@ class KeptRun(Run):
     """A run read from its kept copy: the same :class:`Run`, its rows decompressed and verified when first read."""
 
     @cached_property
-    def manifest(self) -> dict[str, Any]:
-        marker = self.folder / COMPLETE
-        try:
-            manifest = json.loads(marker.read_text(encoding="utf-8"))
-            manifest["files"][QUERIES]["sha256"]  # noqa: B018  (a manifest without it cannot verify the rows)
-        except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError):
-            raise DamagedFileError(marker, "unreadable manifest", FIX) from None
-        return manifest
+    def manifest_files(self) -> dict[str, Any]:
+        return kept_files(self.folder)  # the kept manifest, or DamagedFileError naming it
 
     def verify_listed(self) -> None:
         """The manifest, the verbatim files against it, and the run record (cheap: not the queries)."""
         for name in VERBATIM:
-            path = self.folder / name
-            expected = self.manifest["files"].get(name) or {}
-            try:
-                data = path.read_bytes()
-            except FileNotFoundError:
-                raise DamagedFileError(path, "missing from a kept run", FIX) from None
-            if len(data) != expected.get("bytes") or hashlib.sha256(data).hexdigest() != expected.get("sha256"):
-                raise DamagedFileError(path, "differs from the kept manifest (damaged or edited)", FIX)
+            kept_bytes(self.folder, name, self.manifest_files)
         RunRecord.read(self.folder / "metrics.json")
 
     @cached_property
     def rows(self) -> list[dict[str, Any]]:
-        path = self.folder / QUERIES_XZ
-        expected = self.manifest["files"][QUERIES]
-        try:
-            with lzma.open(path, "rb") as handle:
-                data = handle.read()
-        except FileNotFoundError:
-            raise DamagedFileError(path, "missing from a kept run", FIX) from None
-        except (OSError, lzma.LZMAError, EOFError) as exc:
-            raise DamagedFileError(path, f"unreadable ({type(exc).__name__}: {exc})", FIX) from None
-        if len(data) != expected.get("bytes") or hashlib.sha256(data).hexdigest() != expected.get("sha256"):
-            raise DamagedFileError(path, "does not decompress to the queries.jsonl its manifest records (damaged "
-                                         "or edited)", FIX)
-        return parse_queries_lines(data.splitlines(), path)
+        data = kept_bytes(self.folder, QUERIES, self.manifest_files)  # decompressed, then checked
+        return parse_queries_lines(data.splitlines(), self.folder / QUERIES_XZ)
 
 
 def report_runs(results_dir: Path, kept_dir: Path | None, warn: Callable[[str], None]) -> list[Run]:

@@ -84,11 +84,20 @@ def read_committed_notes(md_path: Path) -> list[str]:
     return [line[2:] for line in lines if line.startswith("- ")]
 
 
+def _subject(note: str) -> str | None:
+    """What a note is about: its text before the first ": " (``compiled`` of an engine summary), if any."""
+    head, sep, _ = unmarked(note).partition(": ")
+    return head if sep else None
+
+
 def kept_notes(new_notes: list[str], old_notes: list[str]) -> list[str]:
     """Committed notes the new rendering no longer has (they describe kept cells, e.g. a cost ratio), marked;
-    the count note is written anew."""
+    the count note is written anew. A committed note about a subject the new rendering has a note on (an engine's
+    summary over more pairs now) is superseded, not kept beside it."""
     present = {unmarked(n) for n in new_notes}
-    return [marked(n) for n in old_notes if unmarked(n) not in present and not n.startswith(MARK)]
+    subjects = {_subject(n) for n in new_notes} - {None}
+    return [marked(n) for n in old_notes if unmarked(n) not in present and not n.startswith(MARK)
+            and _subject(n) not in subjects]
 
 
 def _key(old: pd.DataFrame, new: pd.DataFrame) -> list[str]:

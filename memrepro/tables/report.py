@@ -11,14 +11,17 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 from pathlib import Path
 from typing import Sequence
 
 import pandas as pd
 
+from memrepro.errors import DamagedFileError
 from memrepro.files import write_text_atomic
-from memrepro.tables.convmemory import COLUMNS, ROW_NAMES, SUBSET
+from memrepro.runs.kept import read_kept_file
 from memrepro.tables.committed import unmarked
+from memrepro.tables.convmemory import COLUMNS, ROW_NAMES, SUBSET
 from memrepro.tables.render import markdown
 from memrepro.tables.reproduction import FINDINGS, RULE, footnoted, verdict_counts
 
@@ -44,12 +47,17 @@ def _table_section(path: Path) -> str:
 
 
 def kept_runs_table(kept_dir: Path) -> pd.DataFrame:
-    """One row per kept run: where it is, its run id and its primary metrics (mean over split seeds)."""
+    """One row per kept run: where it is, its run id and its primary metrics (mean over split seeds). A copy whose
+    ``metrics.json`` fails the kept manifest is left out, with a warning naming the file."""
     rows = []
     for metrics_path in sorted(Path(kept_dir).glob("*/*/*/*/metrics.json")):
         if any(part.startswith(".") for part in metrics_path.relative_to(kept_dir).parts):
             continue
-        metrics = json.loads(metrics_path.read_text(encoding="utf-8"))
+        try:
+            metrics = json.loads(read_kept_file(metrics_path.parent, "metrics.json"))
+        except DamagedFileError as exc:
+            print(f"memrepro: warning: {exc}; left out of the report's kept runs", file=sys.stderr)
+            continue
         summary = metrics.get("summary") or {}
         means = summary.get("split_mean") or summary.get("pooled") or {}
         dataset, retriever, encoder, run_id = metrics_path.parent.relative_to(kept_dir).parts

@@ -34,7 +34,7 @@ from memrepro.artifacts.per_seed import PerSeedArtifact, published_folder, weigh
 from memrepro.models.convmemory_v1_shape import V1_DEFAULT_SHAPE, V1Architecture
 from memrepro.models.cross_encoder import TRAINING_INFO
 from memrepro.models.sanity import SANITY_RECORDS, DivergedModelError, check_loss, check_scores, check_weights
-from memrepro.training.recipes import V1Recipe
+from memrepro.training.recipes import V1Recipe, divergence_fix
 from memrepro.types import Split
 from memrepro.validate import validate_arguments
 
@@ -122,7 +122,7 @@ def train_v1(items: Sequence[TrainItem], teacher_of: Callable[[TrainItem], np.nd
             if len(item.inputs.candidates) >= 2:  # the official loop skips single-candidate questions
                 loss = item_loss(model, item, teacher_of(item), recipe)
                 value = float(loss.detach())
-                check_loss(value, what, step + 1, total)
+                check_loss(value, what, step + 1, total, divergence_fix(recipe))
                 optimiser.zero_grad()
                 loss.backward()
                 optimiser.step()
@@ -133,7 +133,7 @@ def train_v1(items: Sequence[TrainItem], teacher_of: Callable[[TrainItem], np.nd
                 _save_partial(partial, model, optimiser, done, losses, time.perf_counter() - started, info)
                 last_save = time.perf_counter()
         model.eval()
-        _check_trained(model, items, what)
+        _check_trained(model, items, what, divergence_fix(recipe))
     except DivergedModelError:
         partial.unlink(missing_ok=True)  # resuming would diverge again: a rerun starts afresh
         raise
@@ -153,15 +153,15 @@ def train_v1(items: Sequence[TrainItem], teacher_of: Callable[[TrainItem], np.nd
     return log
 
 
-def _check_trained(model: ConvMemoryV1, items: Sequence[TrainItem], what: str) -> None:
+def _check_trained(model: ConvMemoryV1, items: Sequence[TrainItem], what: str, fix: str) -> None:
     """Finite weights, and finite CE-lite scores of a few dev questions, before the model may be saved."""
     from memrepro.models.convmemory_v1 import ce_lite_scores
 
-    check_weights(model.state_dict(), what, "nothing was saved; lower the recipe's lr and train again")
+    check_weights(model.state_dict(), what, fix)
     sample = [item for item in items if len(item.inputs.candidates) >= 2][:SANITY_RECORDS]
     if sample:
         check_scores(np.concatenate([ce_lite_scores(model, item.inputs, "candidate_local") for item in sample]),
-                     what, len(sample))
+                     what, len(sample), fix)
 
 
 def _save_partial(path: Path, model: ConvMemoryV1, optimiser, done: int, losses: list[float], seconds: float,

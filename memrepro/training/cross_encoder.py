@@ -33,7 +33,7 @@ from memrepro.retrievers.arms import ARMS, NO_TEXT_ARMS
 from memrepro.retrievers.base import RetrievalInput, RetrieverBase
 from memrepro.retrievers.cascade import (DonorTexts, arm_rng, as_candidate, check_candidates, corrupt_texts,
                                          v2_pairs)
-from memrepro.training.recipes import CrossEncoderRecipe
+from memrepro.training.recipes import CrossEncoderRecipe, divergence_fix
 from memrepro.types import Benchmark, Split
 
 
@@ -157,6 +157,7 @@ def train(records: Sequence[TrainRecord], base_path: str, out_dir: Path, recipe:
     bar = tqdm(total=total, initial=done, desc=f"cross-encoder seed {recipe.seed}", disable=not progress,
                unit="batch")
     what = f"cross-encoder training into {out_dir} (recipe lr {recipe.lr:g}, head_lr {recipe.head_lr or recipe.lr:g})"
+    fix = divergence_fix(recipe)
     try:
         for position in range(done, total):
             lefts, rights, spans, targets = [], [], [], []
@@ -178,7 +179,7 @@ def train(records: Sequence[TrainRecord], base_path: str, out_dir: Path, recipe:
                 logits = network(**encoded).logits.squeeze(-1)
                 loss = torch.stack([-(t.to(device) * torch.log_softmax(logits[a:b], dim=0)).sum()
                                     for (a, b), t in zip(spans, targets)]).mean()
-                check_loss(loss.item(), what, position + 1, total)
+                check_loss(loss.item(), what, position + 1, total, fix)
                 optimiser.zero_grad()
                 loss.backward()
                 optimiser.step()
@@ -191,11 +192,12 @@ def train(records: Sequence[TrainRecord], base_path: str, out_dir: Path, recipe:
                 save()
                 last_save = time.perf_counter()
         network.eval()
-        check_weights(network.state_dict(), what, "nothing was saved; lower the recipe's lr and train again")
+        check_weights(network.state_dict(), what, fix)
         sample = records[:SANITY_RECORDS]
         if sample:
             check_scores(model.predict([pair for record in sample for pair in pairs_of(record)],
-                                       activation_fn=torch.nn.Identity(), show_progress_bar=False), what, len(sample))
+                                       activation_fn=torch.nn.Identity(), show_progress_bar=False), what, len(sample),
+                         fix)
     except DivergedModelError:
         partial.unlink(missing_ok=True)  # resuming would diverge again: a rerun starts afresh
         raise

@@ -5,8 +5,9 @@ that one declaration. No heavy imports here: the config module loads this at com
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
-from typing import Optional
+from typing import Any, Optional
 
 from memrepro.validate import (Rule, check_params, integer_at_least, number_above, number_in_open_closed, one_of,
                                param)
@@ -87,3 +88,16 @@ class CrossEncoderRecipe:
         from dataclasses import asdict
 
         return {k: v for k, v in asdict(self).items() if k not in self.ADDED_LATER or v != self.ADDED_LATER[k]}
+
+
+def divergence_fix(recipe: Any) -> str:
+    """What a diverged training says to do: the recipe's numeric settings (learning rates, loss weights,
+    temperature) that differ from their defaults are named with their values, as the likely cause; with none,
+    the learning rate is what to lower."""
+    changed = [f"{spec.name}={getattr(recipe, spec.name):g} (default {spec.default:g})"
+               for spec in dataclasses.fields(recipe) if isinstance(spec.default, float)
+               and isinstance(getattr(recipe, spec.name), (int, float)) and getattr(recipe, spec.name) != spec.default]
+    if not changed:
+        return "nothing was saved; lower the recipe's lr and train again"
+    return (f"nothing was saved; the recipe sets {', '.join(changed)}: bring {'it' if len(changed) == 1 else 'them'} "
+            f"back toward the default, then train again")
