@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Literal, Sequence
 
+from memrepro.context import RunContext
 from memrepro.paths import CONFIG_DIR
 from memrepro.retrievers.base import Ranked, RetrievalInput, Retrieved, Retriever, RetrieverBase
 
@@ -36,14 +37,16 @@ def compose(dataset: str = "locomo", encoder: str = "mpnet", retriever: str = "d
 
 
 def evaluate(retriever: Any, dataset: str = "locomo", encoder: str = "mpnet", overrides: Sequence[str] = (),
-             name: str | None = None, order: Literal["score", "native"] | None = None):
+             name: str | None = None, order: Literal["score", "native"] | None = None,
+             context: RunContext | None = None):
     """Score ``retriever`` (any object with :class:`Retriever`'s ``retrieve``) on ``dataset``.
 
     ``overrides`` are Hydra overrides as for ``run`` (``"dataset.variant=oracle"``, ``"paths.results_dir=/tmp/r"``,
     ``"latency.batch1_queries=0"``). Returns the runner's outcome: ``.folder`` (the results folder) and
     ``.metrics`` (the ``metrics.json`` document: ``metrics["summary"]["pooled"]["mrr"]`` …). A run already
     complete for the same retriever description, data and config is read back, not recomputed
-    (``overrides=["overwrite=true"]`` redoes it).
+    (``overrides=["overwrite=true"]`` redoes it). ``context``: pass one :class:`memrepro.context.RunContext` to
+    several calls to load the dataset and encoder, and encode, once for all of them.
     """
     from omegaconf import OmegaConf
 
@@ -55,7 +58,7 @@ def evaluate(retriever: Any, dataset: str = "locomo", encoder: str = "mpnet", ov
     cfg = compose(dataset, encoder, "dense", overrides)
     OmegaConf.set_struct(cfg, False)
     cfg.retriever = OmegaConf.create({"external": True, **_plain(adapter.describe())})
-    return run(cfg, retriever=adapter)
+    return run(cfg, retriever=adapter, context=context)
 
 
 def _plain(value: Any) -> Any:

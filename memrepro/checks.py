@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
 from memrepro.errors import EXIT_BAD_INPUT, MemreproError, UnknownNameError
-from memrepro.evaluation.metrics import SET_BASES, parse_metric
+from memrepro.evaluation.metrics import LIST_DEFINED, SET_BASES, parse_metric
 
 
 @dataclass(frozen=True)
@@ -217,7 +217,8 @@ def _join(names: Sequence[str]) -> str:
 def check_run(run: Any, pools: Mapping[str, int] | None = None) -> list[Finding]:
     """Every finding of one run (anything with ``config``, ``record`` and ``rows``: a :class:`RunView`, a
     :class:`memrepro.tables.runs.Run`). ``pools``: ``{episode id: memories}`` for rows that do not record their
-    candidate pool (runs written before they did; :func:`episode_pools` reads them from the data)."""
+    candidate pool (runs written before they did; :func:`memrepro.cli.check.episode_pools` reads them from the
+    data)."""
     found: list[Finding] = []
     for check in (_cutoff_at_pool, _fixed_by_first_stage, _deeper_than_list):
         found += check(run, pools)
@@ -290,13 +291,45 @@ def _fixed_by_first_stage(run: Any, pools: Mapping[str, int] | None = None) -> l
 RUN_FIX = "rank up to {pool} memories per query (a larger retriever.k) for exact scores"
 
 
+RUN_FILE_FIX = "write up to {pool} memories per query for exact scores (a memrepro run: output.top_n={pool})"
+
+
+def truncation(depth: int, pools: Sequence[int], metric_names: Sequence[str], source: str
+               ) -> tuple[str, tuple[str, ...], int] | None:
+    """Lists cut at ``depth`` (a run file's depth, a run's fixed list length) while some scored query's candidate
+    pool (``pools``) is larger: ``(what that means, the metrics that are then lower bounds, the largest such pool)``,
+    or None when every pool fits or no metric reads deeper than ``depth``. Metrics without a cutoff, or cut deeper
+    than ``depth``, are lower bounds of the system's scores; those cut at most at ``depth`` are exact; PersonaBench's
+    are defined on the returned list itself."""
+    deeper = [size for size in pools if size > depth]
+    if not depth or not deeper:
+        return None
+    cutoffs = {}
+    for name in metric_names:
+        try:
+            base, k = parse_metric(name)
+        except ValueError:  # registered in another process: its definition is not known here
+            continue
+        if base not in LIST_DEFINED:
+            cutoffs[name] = k
+    bounded = [name for name, k in cutoffs.items() if k is None or k > depth]
+    if not bounded:
+        return None
+    exact = [name for name, k in cutoffs.items() if k is not None and k <= depth]
+    pool = max(deeper)
+    message = (f"{source} ranks at most {depth} memories per query, fewer than the candidate pool of {len(deeper)} "
+               f"of {len(pools)} scored queries (up to {pool}): if the system ranked deeper (a file truncated at "
+               f"depth {depth}), {', '.join(bounded)} "
+               + ("is a lower bound of its score" if len(bounded) == 1 else "are lower bounds of its scores")
+               + (f" and {', '.join(exact)} exact" if exact else ""))
+    return message, tuple(bounded), pool
+
+
 def deeper_than_list(depth: int, pools: Sequence[int], metric_names: Iterable[str], source: str,
                      fix: str | None = None) -> Finding | None:
     """The finding of lists cut at ``depth`` while some scored query's candidate pool is larger
-    (:func:`memrepro.runs.runfile.truncation`); ``fix`` has ``{pool}`` for the largest such pool (default: a run
-    file's fix). None when nothing is bounded."""
-    from memrepro.runs.runfile import RUN_FILE_FIX, truncation
-
+    (:func:`truncation`); ``fix`` has ``{pool}`` for the largest such pool (default: a run file's fix). None when
+    nothing is bounded."""
     found = truncation(depth, list(pools), list(metric_names), source)
     if found is None:
         return None
@@ -585,15 +618,7 @@ def _name(run: Any, index: int) -> str:
 
 
 # ------------------------------------------------------------------------------------------------------------------
-# reading runs for `python -m memrepro check`
-
-
-def with_findings(record: Any, config: Mapping[str, Any], rows: list[dict[str, Any]]) -> Any:
-    """``record`` (a run about to be written) with its :func:`check_run` findings."""
-    import dataclasses
-
-    found = check_run(RunView(config, record, rows))
-    return dataclasses.replace(record, findings=[f.to_json() for f in found])
+# what the commands print and the readers read
 
 
 def stored_or_checked(run: Any, pools: Mapping[str, int] | None = None) -> list[Finding]:
@@ -605,14 +630,6 @@ def stored_or_checked(run: Any, pools: Mapping[str, int] | None = None) -> list[
     return check_run(run, pools)
 
 
-def findings_of(folder: Path, record: Any) -> list[Finding]:
-    """A just run or skipped run's findings: those recorded, else (a run written before they were) checked from
-    its folder's files."""
-    if record.findings is not None:
-        return stored_or_checked(RunView({}, record, [], folder))
-    return check_run(load_run(folder))
-
-
 def say(findings: Sequence[Finding], ignore: Iterable[str] = ()) -> str:
     """The findings as printed under a run's summary or above a comparison: one line each (``""`` when none), and
     how many ``ignore`` hid."""
@@ -621,64 +638,3 @@ def say(findings: Sequence[Finding], ignore: Iterable[str] = ()) -> str:
     if len(shown) < len(findings):
         lines.append(f"({len(findings) - len(shown)} finding(s) not shown: ignored {', '.join(sorted(set(ignore)))})")
     return "\n".join(lines)
-
-
-def load_run(path: str | Path) -> RunView:
-    """A complete run folder (``results/runs/...``) or a kept copy (``results/kept/...``, read in place), verified:
-    a damaged or incomplete folder is a :class:`CheckInputError` naming it."""
-    import yaml
-
-    from memrepro.runs.folder import COMPLETE, read_queries, read_record, run_problem
-    from memrepro.runs.kept import QUERIES_XZ, read_in_place
-
-    folder = Path(path).expanduser()
-    if not folder.is_dir():
-        raise CheckInputError(f"{folder}: not a folder; pass run folders (results/runs/<dataset>/<retriever>/"
-                              f"<encoder>/<run id>) or kept copies (results/kept/...)")
-    if not (folder / COMPLETE).is_file():
-        raise CheckInputError(f"{folder}: not a complete run folder (no {COMPLETE} marker)")
-    try:
-        if (folder / QUERIES_XZ).is_file() and not (folder / "queries.jsonl").is_file():
-            config, record, rows = read_in_place(folder)
-            return RunView(config, record, rows, folder)
-        problem = run_problem(folder)
-        if problem:
-            raise CheckInputError(f"{problem}; rerun its command (or restore its kept copy) to check it")
-        config = yaml.safe_load((folder / "config.yaml").read_text(encoding="utf-8"))
-        return RunView(config, read_record(folder), read_queries(folder), folder)
-    except MemreproError as exc:
-        if isinstance(exc, CheckInputError):
-            raise
-        raise CheckInputError(str(exc)) from exc
-    except (OSError, ValueError) as exc:
-        raise CheckInputError(f"{folder}: unreadable ({type(exc).__name__}: {exc})") from exc
-
-
-_POOLS: dict[str, dict[str, int] | None] = {}
-
-
-def episode_pools(run: Any) -> dict[str, int] | None:
-    """``{episode id: memories}`` from the benchmark files the run read, when they are on this machine and have the
-    sha256 the run recorded (loaded once per dataset config); None otherwise. For runs whose rows predate the
-    recorded candidate pool."""
-    from hydra.utils import instantiate
-    from omegaconf import OmegaConf
-
-    import os
-
-    from memrepro.datasets.io import DATA_DIR_ENV, RUNNER_SWITCHES
-
-    node = {k: v for k, v in dict(run.config.get("dataset") or {}).items() if k not in RUNNER_SWITCHES}
-    if os.environ.get(DATA_DIR_ENV):  # this machine's data root, else where the run read its files
-        node["data_dir"] = None
-    key = json.dumps(node, sort_keys=True, default=str)
-    if key not in _POOLS:
-        try:
-            benchmark = instantiate(OmegaConf.create(node))
-        except Exception:  # noqa: BLE001 - data absent or unreadable here: the pools stay unknown
-            _POOLS[key] = None
-        else:
-            recorded = {(f["path"], f["sha256"]) for f in run.record.provenance.files}
-            same = {(f.path, f.sha256) for f in benchmark.files} == recorded
-            _POOLS[key] = {e: len(ep) for e, ep in benchmark.episodes.items()} if same else None
-    return _POOLS[key]

@@ -266,7 +266,8 @@ def _compose(overrides: tuple[str, ...]) -> Any:
 
     import memrepro.config  # noqa: F401  (registers the schemas)
 
-    register_presets()
+    if asks_for_presets(overrides):
+        register_presets()
     with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base=None):
         return compose("config", overrides=list(overrides))
 
@@ -278,7 +279,6 @@ def asks_for_presets(argv: Sequence[str]) -> bool:
     return PRESET_GROUP in keys or bool(keys & {"-sc", "--shell-completion"})
 
 
-@lru_cache(maxsize=1)
 def register_presets(path: str | Path = DEFAULT_LIST) -> tuple[str, ...]:
     """Every single-run entry of the list as ``+experiment=<name>`` (Hydra's ConfigStore, group ``experiment``);
     returns the names. A list that cannot be read registers nothing, with one warning line: every command that

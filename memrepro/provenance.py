@@ -6,7 +6,6 @@ import functools
 import hashlib
 import importlib.metadata
 import json
-import logging
 import os
 import platform
 import subprocess
@@ -19,22 +18,6 @@ PACKAGES = ("memrepro", "torch", "numpy", "sentence-transformers", "transformers
 # One id per Python process: runs that share it were timed side by side (one Hydra multirun), under one set of
 # conditions; the engine agreement table compares speed only between such runs.
 PROCESS_ID = f"{os.getpid()}-{uuid.uuid4().hex[:8]}"
-# Warnings about what a run's inputs went through before it computed anything (model weights found damaged and
-# extracted again): logged when they happen, and kept until the next run record stores them in its ``warnings``.
-_PENDING_WARNINGS: list[str] = []
-
-
-def note_warning(message: str) -> None:
-    """Log ``message`` now and keep it for the ``warnings`` of the next run this process writes."""
-    logging.getLogger("memrepro").warning("%s", message)
-    _PENDING_WARNINGS.append(message)
-
-
-def take_warnings() -> list[str]:
-    """The warnings noted since the last call (a run record takes them once)."""
-    taken = list(_PENDING_WARNINGS)
-    _PENDING_WARNINGS.clear()
-    return taken
 
 
 def config_hash(config: Mapping[str, Any]) -> str:

@@ -1,8 +1,9 @@
 """One run, orchestrated: load → encode (cached) → index → retrieve (batched) → freeze → metrics → results
 folder.
-The stages themselves are :mod:`memrepro.stages`; where a run is stored, :mod:`memrepro.runs`. Here: whether a run
-is computed, restored from its kept copy or skipped, the training plan first, the batched and resumable retrieval
-pass, latency, and the run record.
+The stages themselves are :mod:`memrepro.stages`; where a run is stored, :mod:`memrepro.runs`; its record,
+:meth:`memrepro.runs.record.RunRecord.build`. Here: whether a run is computed, restored from its kept copy or
+skipped, the training plan first, the batched and resumable retrieval pass, latency, and what the runs of one
+command or sweep share (their :class:`memrepro.context.RunContext`: vectors and index, the batch-1 timing).
 
 Two latency numbers, never mixed: the batched pass's amortized ms/query, and batch-1 latency (one query per
 call, after a warm-up) on a fixed sample of queries. Timed region for both: retrieval given the query vector
@@ -22,12 +23,12 @@ import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
 from memrepro.artifacts.forecast import duration, where
-from memrepro.checks import with_findings
+from memrepro.context import RunContext
 from memrepro.errors import MemreproError, one_line
-from memrepro.evaluation.freeze import TIE_RULE, freeze
+from memrepro.evaluation.freeze import freeze
 from memrepro.models.encoder import CachedEncoder, resolve_device
 from memrepro.paths import shown
-from memrepro.provenance import config_hash, git_commit, hardware, package_versions, take_warnings
+from memrepro.provenance import config_hash, hardware
 from memrepro.retrievers.base import Retriever, RetrieverBase
 from memrepro.retrievers.external import as_retriever
 from memrepro.runs.folder import (COMPLETE, is_complete, read_record, recover, run_dir, run_problem, stale_siblings,
@@ -39,8 +40,7 @@ from memrepro.runs.resume import RetrievalCheckpoint
 from memrepro.runs.seed_reuse import ReusedSplits, find_reusable
 from memrepro.search import EpisodeIndex, SearchOptions, approximate_recall, search
 from memrepro.stages import (build, build_once, encode_and_index, load_benchmark, metric_names_for, retrieval_inputs,
-                             returned_stats, routing_summary, run_warnings, score_rankings, search_options,
-                             vectorless_index)
+                             score_rankings, search_options, vectorless_index)
 from memrepro.training.plan import (TrainingPlan, needed_splits, per_seed_artifacts, planning_context,
                                     training_plan)
 from memrepro.types import Benchmark
@@ -77,7 +77,8 @@ class _Prepared:
     folder: Path
 
 
-def _prepare(cfg: DictConfig, retriever: Retriever | None, timings: dict[str, float]) -> _Prepared:
+def _prepare(cfg: DictConfig, retriever: Retriever | None, timings: dict[str, float],
+             context: RunContext) -> _Prepared:
     """Everything up to the run id and folder, without torch: a complete run is skipped or restored from here."""
     from memrepro.validate import validate_run_config
 
@@ -89,9 +90,9 @@ def _prepare(cfg: DictConfig, retriever: Retriever | None, timings: dict[str, fl
 
     device = resolve_device(cfg.runtime.device)
     start = time.perf_counter()
-    benchmark, verification = load_benchmark(cfg.dataset)
+    benchmark, verification = load_benchmark(cfg.dataset, context)
     timings["load_s"] = time.perf_counter() - start
-    encoder = build_once(cfg.encoder)
+    encoder = build_once(cfg.encoder, context)
     retriever = as_retriever(retriever if retriever is not None else build(cfg.retriever))
     resolved = OmegaConf.to_container(cfg, resolve=True)
     identity = run_id_payload(resolved, benchmark.data_sha256, encoder.identity)
@@ -100,16 +101,18 @@ def _prepare(cfg: DictConfig, retriever: Retriever | None, timings: dict[str, fl
     return _Prepared(device, benchmark, verification, encoder, retriever, resolved, identity, run_id, folder)
 
 
-def run(cfg: DictConfig, retriever: Retriever | None = None) -> RunOutcome:
-    """One configured run; ``retriever`` (``memrepro.evaluate``) replaces the one ``cfg.retriever`` would build."""
+def run(cfg: DictConfig, retriever: Retriever | None = None, context: RunContext | None = None) -> RunOutcome:
+    """One configured run; ``retriever`` (``memrepro.evaluate``) replaces the one ``cfg.retriever`` would build.
+    ``context``: what this run shares with the others of its command or sweep (datasets, encoders, vectors and
+    index, files hashed, the batch-1 timing); a fresh one when None, as in a new process."""
+    context = context if context is not None else RunContext()
     timings: dict[str, float] = {}
-    prepared = _prepare(cfg, retriever, timings)
-    device, benchmark, verification, encoder = (prepared.device, prepared.benchmark, prepared.verification,
-                                                prepared.encoder)
-    retriever, resolved, identity, run_id, folder = (prepared.retriever, prepared.resolved, prepared.identity,
-                                                     prepared.run_id, prepared.folder)
+    prepared = _prepare(cfg, retriever, timings, context)
+    folder, run_id = prepared.folder, prepared.run_id
     checkpoint = RetrievalCheckpoint.for_run(folder, float(cfg.runtime.checkpoint_every_s))
-    problem = run_problem(folder) if is_complete(folder) else None  # a damaged marker or file: incomplete
+    problem = run_problem(folder) if is_complete(folder) else None
+    if problem:
+        log.warning("%s; the run is recomputed", problem)
     kept = KeptRuns(Path(cfg.paths.results_dir), Path(cfg.paths.kept_dir))
     restored = False
     if cfg.overwrite or not is_complete(folder) or problem or stale_siblings(folder):
@@ -117,219 +120,258 @@ def run(cfg: DictConfig, retriever: Retriever | None = None) -> RunOutcome:
             recover(folder)  # a commit a kill interrupted: finished or undone, never listed as a run
             if cfg.overwrite:
                 checkpoint.discard()
-            elif problem or not is_complete(folder):  # a kept copy of this very run (said below, with its cost)
+            elif not is_complete(folder):  # a kept copy of this very run (said below, with what recomputing costs)
                 restored = kept.restore_or_warn(folder, "the run is recomputed", announce=False)
-            if problem and not cfg.overwrite:
-                log.warning("%s; %s", problem, "restored from its kept copy" if restored else "the run is recomputed")
             # another process may have completed it meanwhile
-            if cfg.overwrite or run_problem(folder):
-                reused = ReusedSplits() if cfg.overwrite else _reusable_splits(resolved, benchmark, encoder, folder,
-                                                                               kept)
-                return _compute(cfg, resolved, benchmark, encoder, retriever, folder, run_id, checkpoint, device,
-                                timings, verification, identity["algorithm"], reused)
+            if cfg.overwrite or not is_complete(folder) or run_problem(folder):
+                reused = ReusedSplits() if cfg.overwrite else _reusable_splits(prepared, kept)
+                return _compute(cfg, context, prepared, checkpoint, timings, reused)
             checkpoint.discard()  # complete (a commit finished by recover): its checkpoint is spent
     record = read_record(folder)
     if restored:
         log.info("restored run %s from its kept copy %s: %s; set overwrite=true to recompute it", run_id,
-                 shown(kept.copy_of(folder)), recompute_cost(cfg, benchmark, encoder, retriever, device, record))
+                 shown(kept.copy_of(folder)), recompute_cost(cfg, prepared, record))
     else:
         log.info("run %s is complete: skipped (set overwrite=true to redo it)", shown(folder))
     return RunOutcome(folder, True, record, {"query": 0, "document": 0}, restored)
 
 
-def dry_run(cfg: DictConfig) -> str:
+def dry_run(cfg: DictConfig, context: RunContext | None = None) -> str:
     """What ``run`` would do, as text, with nothing encoded, trained, computed or written (``run --dry-run``):
     the training plan of the models it would train, and whether the run would be computed, restored from its kept
     copy or skipped."""
-    prepared = _prepare(cfg, None, {})
-    device, benchmark, encoder, retriever = prepared.device, prepared.benchmark, prepared.encoder, prepared.retriever
+    prepared = _prepare(cfg, None, {}, context if context is not None else RunContext())
     run_id, folder = prepared.run_id, prepared.folder
     kept = KeptRuns(Path(cfg.paths.results_dir), Path(cfg.paths.kept_dir))
     if not cfg.overwrite:
         if is_complete(folder) and not run_problem(folder):
-            cost = recompute_cost(cfg, benchmark, encoder, retriever, device, read_record(folder))
+            cost = recompute_cost(cfg, prepared, read_record(folder))
             return (f"dry run: run {run_id} is complete ({shown(folder)}): nothing to do; {cost}; overwrite=true "
                     f"recomputes it")
         copy = kept.copy_of(folder)
         if (copy / COMPLETE).is_file():
-            cost = recompute_cost(cfg, benchmark, encoder, retriever, device, read_record(copy))
+            cost = recompute_cost(cfg, prepared, read_record(copy))
             return (f"dry run: run {run_id} would be restored from its kept copy {shown(copy)}: {cost}; "
                     f"overwrite=true recomputes it")
-    plan = _training_plan(cfg, benchmark, encoder, retriever, device, benchmark.splits)
+    plan = _training_plan(cfg, prepared, prepared.benchmark.splits)
     lines = [plan.render()] if plan is not None else []
     return "\n".join([*lines, f"dry run: run {run_id} would be computed into {shown(folder)} (nothing was "
                                 f"trained or written)"])
 
 
-def _training_plan(cfg: DictConfig, benchmark: Benchmark, encoder: Any, retriever: RetrieverBase, device: str,
-                   splits: Sequence[Any]) -> TrainingPlan | None:
-    """The models ``retriever`` trains for ``splits`` (None when it has none), found or forecast without
+def _training_plan(cfg: DictConfig, prepared: _Prepared, splits: Sequence[Any]) -> TrainingPlan | None:
+    """The models the run's retriever trains for ``splits`` (None when it has none), found or forecast without
     encoding or training anything: it is bound to a planning context (``memrepro.training.plan``)."""
+    retriever = prepared.retriever
     if not per_seed_artifacts(retriever):
         return None
-    retriever.bind_training(planning_context(benchmark, encoder, Path(cfg.paths.models_dir), device,
-                                             retriever.uses_vectors))
-    return training_plan(retriever, splits, device)
+    retriever.bind_training(planning_context(prepared.benchmark, prepared.encoder, Path(cfg.paths.models_dir),
+                                             prepared.device, retriever.uses_vectors))
+    return training_plan(retriever, splits, prepared.device)
 
 
-def recompute_cost(cfg: DictConfig, benchmark: Benchmark, encoder: Any, retriever: RetrieverBase, device: str,
-                   record: RunRecord) -> str:
+def recompute_cost(cfg: DictConfig, prepared: _Prepared, record: RunRecord) -> str:
     """``recomputing it takes about 2 h 10 min (...)``: the phases the run recorded (``metrics.json`` timings:
     loading, encoding, retrieval, scoring) plus the forecast of the models it would train now (absent ones)."""
     recorded = sum(float(v) for k, v in record.timings.items() if k.endswith("_s"))
     text = f"{duration(recorded)} of encoding, retrieval and scoring as recorded"
     try:
-        plan = _training_plan(cfg, benchmark, encoder, retriever, device, benchmark.splits)
+        plan = _training_plan(cfg, prepared, prepared.benchmark.splits)
     except MemreproError as exc:  # e.g. a configured checkpoint path that is gone: the run would fail there
         return f"recomputing it takes {text}, plus training (no forecast: {one_line(exc)})"
     if plan is None or not plan.to_do:
         return f"recomputing it takes {text}"
     return (f"recomputing it takes {duration(recorded + plan.seconds)} ({text}, plus {plan.summary()} on "
-            f"{where(device)}, forecast)")
+            f"{where(prepared.device)}, forecast)")
 
 
-def _reusable_splits(resolved: Mapping[str, Any], benchmark: Benchmark, encoder: Any, folder: Path,
-                     kept: KeptRuns | None = None) -> ReusedSplits:
+def _reusable_splits(prepared: _Prepared, kept: KeptRuns | None = None) -> ReusedSplits:
     """Splits complete runs of this config over fewer of its ``dataset.seeds`` hold (``memrepro.runs.seed_reuse``)."""
+    resolved, benchmark = prepared.resolved, prepared.benchmark
     seeds = (resolved.get("dataset") or {}).get("seeds")
     if not isinstance(seeds, list):  # a benchmark without split seeds
         return ReusedSplits()
 
     def run_id_for(subset: list[int]) -> str:
         variant = {**resolved, "dataset": {**resolved["dataset"], "seeds": subset}}
-        return config_hash(run_id_payload(variant, benchmark.data_sha256, encoder.identity))
+        return config_hash(run_id_payload(variant, benchmark.data_sha256, prepared.encoder.identity))
 
-    return find_reusable(folder, seeds, run_id_for, benchmark, kept)
+    return find_reusable(prepared.folder, seeds, run_id_for, benchmark, kept)
 
 
-def _compute(cfg: DictConfig, resolved: Mapping[str, Any], benchmark: Benchmark, encoder: Any,
-             retriever: RetrieverBase, folder: Path, run_id: str, checkpoint: RetrievalCheckpoint, device: str,
-             timings: dict[str, float], verification: Mapping[str, Any] | None = None,
-             algorithm_versions: Mapping[str, int] | None = None, reused: ReusedSplits | None = None) -> RunOutcome:
+@dataclass
+class _Vectors:
+    """What retrieval reads: the index of every episode's memories, the query vectors, the encoder that made them
+    (its counts: what was encoded, what came from the cache, which shards were repaired)."""
+
+    index: EpisodeIndex
+    queries: dict[str, np.ndarray]
+    cached: Any
+
+
+def _compute(cfg: DictConfig, context: RunContext, prepared: _Prepared, checkpoint: RetrievalCheckpoint,
+             timings: dict[str, float], reused: ReusedSplits) -> RunOutcome:
     """Encode, retrieve (resuming from ``checkpoint``; ``reused`` splits are taken from other runs), score and
-    write one run that is not complete yet. ``resolved`` is ``cfg`` resolved to plain containers (what
-    ``config.yaml`` holds)."""
-    reused = reused or ReusedSplits()
-    plan = _training_plan(cfg, benchmark, encoder, retriever, device, needed_splits(benchmark.splits, reused.rows))
-    if plan is not None and plan.to_do:  # before anything is encoded or trained: what it costs, model by model
-        print(plan.render(), flush=True)
-    if retriever.uses_vectors:
-        index, query_vectors, cached = _indexed(benchmark, encoder, Path(cfg.paths.cache_dir), device,
-                                                bool(cfg.runtime.progress), timings, search_options(cfg))
-    else:  # e.g. BM25: nothing is encoded; the index carries the memories and placeholder vectors
-        index, query_vectors, cached = vectorless_index(benchmark, device, timings)
+    write one run that is not complete yet: one stage a line."""
+    plan = _announce_training(cfg, prepared, reused)
+    vectors = _encode_and_index(cfg, context, prepared, timings)
+    _bind_training(cfg, context, prepared, vectors, plan)
+    rankings, traces, n_retrieved = _retrieve(cfg, prepared, vectors, checkpoint, timings, reused)
+    batch1 = _batch1(cfg, context, prepared, vectors)
+    search_report = _approximate_recall(cfg, prepared.benchmark, vectors)
+    scored = _score(cfg, prepared.benchmark, rankings, traces, batch1, timings, reused)
+    latency = _latency(prepared, timings, n_retrieved, batch1)
+    record = _record(context, prepared, vectors, scored, timings, latency, search_report, reused)
+    folder = write_run(prepared.folder, prepared.resolved, scored.rows, record, prepared.run_id)
+    checkpoint.discard()
+    log.info("wrote %s", shown(folder))
+    return RunOutcome(folder, False, record, dict(vectors.cached.encoded))
 
-    # trained models: found or trained per split (retrieval itself never reads the context's gold)
+
+def _announce_training(cfg: DictConfig, prepared: _Prepared, reused: ReusedSplits) -> TrainingPlan | None:
+    """The training plan of the splits this run computes, printed before anything is encoded or trained when it
+    has models to train: what they cost, model by model."""
+    splits = needed_splits(prepared.benchmark.splits, reused.rows)
+    plan = _training_plan(cfg, prepared, splits)
+    if plan is not None and plan.to_do:
+        print(plan.render(), flush=True)
+    return plan
+
+
+def _encode_and_index(cfg: DictConfig, context: RunContext, prepared: _Prepared,
+                      timings: dict[str, float]) -> _Vectors:
+    """The vectors and index (once per context: :func:`_indexed`), or for a retriever that reads no vectors (BM25)
+    an index of the memories with placeholder vectors, nothing encoded."""
+    if prepared.retriever.uses_vectors:
+        held = _indexed(context, prepared.benchmark, prepared.encoder, Path(cfg.paths.cache_dir), prepared.device,
+                        bool(cfg.runtime.progress), timings, search_options(cfg))
+    else:
+        held = vectorless_index(prepared.benchmark, prepared.device, timings)
+    return _Vectors(*held)
+
+
+def _indexed(context: RunContext, benchmark: Benchmark, encoder: Any, cache_dir: Path, device: str, progress: bool,
+             timings: dict[str, float], options: SearchOptions):
+    """``encode_and_index`` once per context for one (dataset, encoder, device, search options): the points of a
+    sweep share the vectors and the index (both are read-only to retrievers), so a point costs its retrieval.
+    A reused index reports zero encode/index time and no new encodes."""
+    key = (id(benchmark), id(encoder), str(cache_dir), device, options)
+    held = context.index
+    if held is None or held[0] != key or held[1] is not benchmark or held[2] is not encoder:  # ids: unique while alive
+        index, query_vectors, cached = encode_and_index(benchmark, encoder, cache_dir, device, progress, timings,
+                                                        options, context)
+        # one held: a sweep over several datasets does not accumulate indexes
+        context.index = (key, benchmark, encoder, index, query_vectors, cached)
+        return index, query_vectors, cached
+    _, _, _, index, query_vectors, cached = held
+    timings.update(encode_documents_s=0.0, encode_queries_s=0.0, model_load_s=0.0, index_s=0.0, index_reused=1.0)
+    # fresh counters: nothing encoded
+    reused = CachedEncoder(cached.inner, cached.cache_dir, progress=False, digests=context.digests)
+    reused.cache_hits = {role: cached.cache_hits[role] + cached.encoded[role] for role in cached.cache_hits}
+    return index, query_vectors, reused
+
+
+def _bind_training(cfg: DictConfig, context: RunContext, prepared: _Prepared, vectors: _Vectors,
+                   plan: TrainingPlan | None) -> None:
+    """Hand the retriever what its trained models are found or trained with (retrieval never reads the gold this
+    context holds), then build what it reads outside the timed pass (per-episode indexes etc.)."""
     from memrepro.artifacts.per_seed import TrainingContext
 
-    retriever.bind_training(TrainingContext(benchmark, index, query_vectors, encoder.identity,
-                                            Path(cfg.paths.models_dir), device, bool(cfg.runtime.progress),
-                                            float(cfg.runtime.checkpoint_every_s),
-                                            plan_printed=bool(plan is not None and plan.to_do)))
-    _warm_up(index, query_vectors)
-    start = time.perf_counter()  # per-episode indexes etc., built outside the timed pass
-    retriever.prepare(index)
+    prepared.retriever.bind_training(TrainingContext(
+        prepared.benchmark, vectors.index, vectors.queries, prepared.encoder.identity, Path(cfg.paths.models_dir),
+        prepared.device, bool(cfg.runtime.progress), float(cfg.runtime.checkpoint_every_s),
+        plan_printed=bool(plan is not None and plan.to_do), run_context=context))
+
+
+def _retrieve(cfg: DictConfig, prepared: _Prepared, vectors: _Vectors, checkpoint: RetrievalCheckpoint,
+              timings: dict[str, float], reused: ReusedSplits) -> tuple[dict, dict, int]:
+    """The timed batched pass (after the warm-up and the retriever's untimed preparation); splits ``reused`` from
+    other runs count with the seconds those runs timed."""
+    _warm_up(vectors.index, vectors.queries)
+    start = time.perf_counter()
+    prepared.retriever.prepare(vectors.index)
     timings["prepare_s"] = time.perf_counter() - start
-    rankings, traces, timings["retrieve_s"], n_retrieved = _retrieve_all(benchmark, retriever, index, query_vectors,
-                                                                        int(cfg.runtime.batch_size), checkpoint,
-                                                                        timings, skip=set(reused.rows))
+    rankings, traces, timings["retrieve_s"], n_retrieved = _retrieve_all(
+        prepared.benchmark, prepared.retriever, vectors.index, vectors.queries, int(cfg.runtime.batch_size),
+        checkpoint, timings, skip=set(reused.rows))
     if reused.rows:  # their retrieval was timed in the runs that computed them
         timings["reused_queries"] = reused.n_queries
         timings["retrieve_s"] += reused.retrieve_s
         n_retrieved += reused.n_queries
-    batch1_queries = int(cfg.latency.batch1_queries)
+    return rankings, traces, n_retrieved
+
+
+def _batch1(cfg: DictConfig, context: RunContext, prepared: _Prepared, vectors: _Vectors) -> dict[str, Any]:
+    """Batch-1 latency; with ``latency.batch1_once`` a context (a sweep) times it on its first point only, and the
+    others name that point (``measured_on``)."""
+    queries = int(cfg.latency.batch1_queries)
     once = bool(cfg.latency.get("batch1_once", False))
-    if once and _BATCH1_TIMED:  # a sweep times batch-1 latency on its first point only
-        batch1_queries = 0
-    batch1 = _batch1_latency(benchmark, retriever, index, query_vectors, batch1_queries,
-                             int(cfg.latency.warmup), device)
+    if once and context.batch1_timed_by is not None:
+        queries = 0
+    batch1 = _batch1_latency(prepared.benchmark, prepared.retriever, vectors.index, vectors.queries, queries,
+                             int(cfg.latency.warmup), prepared.device)
     if once:
-        if _BATCH1_TIMED:
-            batch1["measured_on"] = _BATCH1_TIMED[0]
-        elif batch1_queries > 0:
-            _BATCH1_TIMED.append(run_id)
+        if context.batch1_timed_by is not None:
+            batch1["measured_on"] = context.batch1_timed_by
+        elif queries > 0:
+            context.batch1_timed_by = prepared.run_id
+    return batch1
 
-    search_report = None
-    if index.options.approximate:  # always reported with its recall against exact search on the same run
-        sample = list(benchmark.queries)[: int(cfg.search.recall_queries)]
-        search_report = approximate_recall(index, np.stack([query_vectors[q.id] for q in sample]),
-                                           [q.episode_id for q in sample], int(cfg.search.recall_k))
-        log.info("approximate search %s: recall@%d against exact = %.4f over %d queries", search_report["backend"],
-                 search_report["k"], search_report["recall_at_k"] or 0.0, search_report["n_queries"])
 
+def _approximate_recall(cfg: DictConfig, benchmark: Benchmark, vectors: _Vectors) -> dict[str, Any] | None:
+    """An approximate search backend's recall against exact search on this run's queries (None for exact)."""
+    if not vectors.index.options.approximate:
+        return None
+    sample = list(benchmark.queries)[: int(cfg.search.recall_queries)]
+    report = approximate_recall(vectors.index, np.stack([vectors.queries[q.id] for q in sample]),
+                                [q.episode_id for q in sample], int(cfg.search.recall_k))
+    log.info("approximate search %s: recall@%d against exact = %.4f over %d queries", report["backend"],
+             report["k"], report["recall_at_k"] or 0.0, report["n_queries"])
+    return report
+
+
+@dataclass
+class _Scored:
+    metric_names: list[str]
+    rows: list[dict[str, Any]]  # per query, as queries.jsonl holds them
+    counts: dict[str, Any]
+    summary: dict[str, Any]
+
+
+def _score(cfg: DictConfig, benchmark: Benchmark, rankings: Mapping, traces: Mapping, batch1: Mapping[str, Any],
+           timings: dict[str, float], reused: ReusedSplits) -> _Scored:
+    """The frozen rankings scored (:func:`memrepro.stages.score_rankings`); each row carries its batch-1 latency."""
     start = time.perf_counter()
     metric_names = metric_names_for(cfg, benchmark)
     rows, counts, summary = score_rankings(benchmark, rankings, traces, metric_names, batch1["per_query_ms"],
                                            int(cfg.output.top_n), reused.rows)
     timings["metrics_s"] = time.perf_counter() - start
+    return _Scored(metric_names, rows, counts, summary)
 
-    record = RunRecord.new({
-        "run_id": run_id,
-        "dataset": benchmark.name,
-        "data_verified": (verification or {}).get("data_verified"),
-        "retriever": retriever.describe(),
-        "encoder": {"label": encoder.label, **encoder.identity,
-                    **({"resolved": vars(encoder.resolved)} if hasattr(encoder, "resolved") else {})},
-        "metric_names": metric_names,
-        "primary": list(benchmark.protocol.primary),
-        "counts": {**counts, "loader": dict(benchmark.loader_counts)},
-        "returned": returned_stats(rows),
-        "summary": summary,
-        "warnings": run_warnings(benchmark, verification, cached.quarantined) + reused.notes() + take_warnings(),
-        "latency": {
-            "batched_amortized_ms_per_query": 1000.0 * timings["retrieve_s"] / max(1, n_retrieved),
+
+def _latency(prepared: _Prepared, timings: Mapping[str, float], n_retrieved: int,
+             batch1: Mapping[str, Any]) -> dict[str, Any]:
+    """The record's two latency numbers, never mixed: the batched pass's amortized ms/query and batch-1's."""
+    return {"batched_amortized_ms_per_query": 1000.0 * timings["retrieve_s"] / max(1, n_retrieved),
             "batch1": {k: v for k, v in batch1.items() if k != "per_query_ms"},
-            "timed_region": retriever.timed_region,
-        },
-        "routing": routing_summary(rows),
-        "search": search_report,
-        "timings": timings,
-        "encoded": dict(cached.encoded),
-        "cache_hits": dict(cached.cache_hits),
-        "cache_quarantined": list(cached.quarantined),
-        "provenance": {
-            "config_hash": run_id,
-            "data_sha256": benchmark.data_sha256,
-            "files": [vars(f) for f in benchmark.files],
-            "data_files": (verification or {}).get("data_files", []),
-            "loader_options": dict(benchmark.options),
-            "tie_rule": TIE_RULE,
-            "algorithm_versions": dict(algorithm_versions or {}),
-            "git": git_commit(),
-            "versions": package_versions(),
-            "hardware": hardware(device),
-            "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        },
-    }, str(folder / "metrics.json"))
-    record = with_findings(record, resolved, rows)
-    folder = write_run(folder, resolved, rows, record, run_id)
-    checkpoint.discard()
-    log.info("wrote %s", shown(folder))
-    return RunOutcome(folder, False, record, dict(cached.encoded))
+            "timed_region": prepared.retriever.timed_region}
 
 
-_INDEXED: dict[tuple, tuple[Any, Any, EpisodeIndex, dict[str, np.ndarray], CachedEncoder]] = {}
-_BATCH1_TIMED: list[str] = []  # run id of the point that timed batch-1 latency (latency.batch1_once)
-
-
-def _indexed(benchmark: Benchmark, encoder: Any, cache_dir: Path, device: str, progress: bool,
-             timings: dict[str, float], options: SearchOptions):
-    """``encode_and_index`` once per process for one (dataset, encoder, device, search options): the points of a
-    sweep share the vectors and the index (both are read-only to retrievers), so a point costs its retrieval.
-    A reused index reports zero encode/index time and no new encodes."""
-    key = (id(benchmark), id(encoder), str(cache_dir), device, options)
-    held = _INDEXED.get(key)
-    if held is None or held[0] is not benchmark or held[1] is not encoder:  # ids are only unique while alive
-        index, query_vectors, cached = encode_and_index(benchmark, encoder, cache_dir, device, progress, timings,
-                                                        options)
-        _INDEXED.clear()  # keep one: a process sweeping several datasets does not accumulate indexes
-        _INDEXED[key] = (benchmark, encoder, index, query_vectors, cached)
-        return index, query_vectors, cached
-    _, _, index, query_vectors, cached = held
-    timings.update(encode_documents_s=0.0, encode_queries_s=0.0, model_load_s=0.0, index_s=0.0, index_reused=1.0)
-    reused = CachedEncoder(cached.inner, cached.cache_dir, progress=False)  # fresh counters: nothing encoded
-    reused.cache_hits = {role: cached.cache_hits[role] + cached.encoded[role] for role in cached.cache_hits}
-    return index, query_vectors, reused
+def _record(context: RunContext, prepared: _Prepared, vectors: _Vectors, scored: _Scored, timings: dict[str, float],
+            latency: Mapping[str, Any], search_report: Mapping[str, Any] | None, reused: ReusedSplits) -> RunRecord:
+    """The run's record (:meth:`RunRecord.build`), with what only a computed run has: latency, encoding counts,
+    hardware, the algorithm versions its id hashed and the warnings its context noted."""
+    encoder, cached = prepared.encoder, vectors.cached
+    return RunRecord.build(
+        run_id=prepared.run_id, config=prepared.resolved, rows=scored.rows, benchmark=prepared.benchmark,
+        verification=prepared.verification, retriever=prepared.retriever.describe(),
+        encoder={"label": encoder.label, **encoder.identity,
+                 **({"resolved": vars(encoder.resolved)} if hasattr(encoder, "resolved") else {})},
+        metric_names=scored.metric_names, counts=scored.counts, summary=scored.summary, timings=timings,
+        source=str(prepared.folder / "metrics.json"), quarantined=cached.quarantined,
+        warnings=reused.notes() + context.take_warnings(), latency=latency, search=search_report,
+        encoded=cached.encoded, cache_hits=cached.cache_hits, hardware=hardware(prepared.device),
+        algorithm_versions=prepared.identity["algorithm"])
 
 
 def _retrieve_all(benchmark: Benchmark, retriever: RetrieverBase, index: EpisodeIndex,

@@ -1,7 +1,8 @@
 """The stages of a run, each one function, shared by ``run`` (:mod:`memrepro.runner`, which orders them), ``eval``,
 ``train``, ``export`` and the bench scripts: build a config node, load the benchmark (checksums verified), encode
 and index (through the embedding cache), hand queries to a retriever without their gold, score frozen rankings,
-and summarize the rows (returned items, routing, warnings).
+and summarize the rows (returned items, routing, warnings). What the runs of a command or sweep share (datasets
+and encoders built once, files hashed once) comes in as their :class:`memrepro.context.RunContext`.
 """
 
 from __future__ import annotations
@@ -11,17 +12,17 @@ import gc
 import json
 import logging
 import os
-import statistics
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Mapping
 
 import numpy as np
 from hydra.errors import InstantiationException
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
+from memrepro.context import RunContext
 from memrepro.datasets.verify import enforce
 from memrepro.errors import EXIT_BAD_INPUT, MemreproError
 from memrepro.evaluation.freeze import FrozenRanking
@@ -33,11 +34,12 @@ from memrepro.types import Benchmark, Query
 log = logging.getLogger("memrepro")
 
 
-def build(node: DictConfig) -> Any:
+def build(node: DictConfig, context: RunContext | None = None) -> Any:
     """``instantiate`` that lets memrepro's own errors through: Hydra wraps every exception raised by a target
-    in InstantiationException, which would bury 'file X, record Y, field Z' under a Hydra traceback."""
+    in InstantiationException, which would bury 'file X, record Y, field Z' under a Hydra traceback. A target whose
+    constructor takes a ``context`` (an encoder that resolves model weights) is given ``context``."""
     try:
-        return instantiate(node)
+        return instantiate(node, **({"context": context} if context is not None and _takes_context(node) else {}))
     except InstantiationException as exc:
         cause = exc.__cause__
         if isinstance(cause, MemreproError):
@@ -58,20 +60,30 @@ def _node_key(node: DictConfig) -> str:
         return "<config>"
 
 
-_REUSABLE: dict[str, Any] = {}
+def _takes_context(node: DictConfig) -> bool:
+    import inspect
+
+    from hydra.utils import get_object
+
+    target = node.get("_target_")
+    try:
+        return "context" in inspect.signature(get_object(str(target))).parameters
+    except (ImportError, AttributeError, TypeError, ValueError):  # Hydra's own call names what is wrong
+        return False
 
 
-def build_once(node: DictConfig) -> Any:
-    """Build a dataset or encoder once per process and config: the points of a Hydra sweep (the basic launcher
-    runs them in one process) then cost retrieval only, with no reload of the data or the model."""
+def build_once(node: DictConfig, context: RunContext) -> Any:
+    """Build a dataset or encoder once per context and config: the points of a Hydra sweep (the basic launcher
+    runs them in one process, with one context) then cost retrieval only, with no reload of the data or the
+    model."""
     key = json.dumps(OmegaConf.to_container(node, resolve=True), sort_keys=True, default=str)
-    if key not in _REUSABLE:
-        _REUSABLE[key] = build(node)
-    return _REUSABLE[key]
+    if key not in context.built:
+        context.built[key] = build(node, context)
+    return context.built[key]
 
 
-def load_benchmark(node: DictConfig) -> tuple[Benchmark, dict[str, Any]]:
-    """The dataset a config names (built once per process; a missing official file is fetched when online) and
+def load_benchmark(node: DictConfig, context: RunContext | None = None) -> tuple[Benchmark, dict[str, Any]]:
+    """The dataset a config names (built once per ``context``; a missing official file is fetched when online) and
     its files' checksum verification.
 
     ``allow_unverified`` and ``gold_labels`` are the runner's switches, not the loader's: they are taken off before
@@ -84,7 +96,9 @@ def load_benchmark(node: DictConfig) -> tuple[Benchmark, dict[str, Any]]:
     # dataset.allow_unverified=true, or MEMREPRO_ALLOW_UNVERIFIED=1 for every command of a session (own revisions)
     allow = bool(plain.pop("allow_unverified", False)) or os.environ.get("MEMREPRO_ALLOW_UNVERIFIED") == "1"
     labels = plain.pop("gold_labels", None)
-    benchmark: Benchmark = with_fetch(lambda: build_once(OmegaConf.create(plain)), data_root(plain.get("data_dir")))
+    context = context if context is not None else RunContext()
+    benchmark: Benchmark = with_fetch(lambda: build_once(OmegaConf.create(plain), context),
+                                      data_root(plain.get("data_dir")))
     if labels == CORRECTED:
         benchmark = apply_corrections(benchmark)
     root = str(plain.get("data_dir") or "")
@@ -102,9 +116,11 @@ def load_benchmark(node: DictConfig) -> tuple[Benchmark, dict[str, Any]]:
 
 def encode_and_index(benchmark: Benchmark, encoder: Any, cache_dir: Path, device: str, progress: bool,
                      timings: dict[str, float], options: SearchOptions | None = None,
-                     ) -> tuple[EpisodeIndex, dict[str, np.ndarray], CachedEncoder]:
-    """Encode every memory and query through the embedding cache and stack the episodes on ``device``."""
-    cached = CachedEncoder(encoder, cache_dir / "embeddings", progress=progress)
+                     context: RunContext | None = None) -> tuple[EpisodeIndex, dict[str, np.ndarray], CachedEncoder]:
+    """Encode every memory and query through the embedding cache (its shards hashed once per ``context``) and
+    stack the episodes on ``device``."""
+    cached = CachedEncoder(encoder, cache_dir / "embeddings", progress=progress,
+                           digests=context.digests if context is not None else None)
     start = time.perf_counter()
     doc_vectors = _encode_episodes(benchmark, cached)
     timings["encode_documents_s"] = time.perf_counter() - start
@@ -250,48 +266,3 @@ def _count(counts: dict[str, Any], excluded: str | None) -> None:
         counts["n_scored"] += 1
     else:
         counts["n_excluded"][excluded] = counts["n_excluded"].get(excluded, 0) + 1
-
-
-def routing_summary(rows: list[dict[str, Any]]) -> dict[str, Any] | None:
-    """Per path (a trace's ``path``): query count and the mean of every numeric ``*_ms`` trace field.
-
-    RF-Mem reports its latency with the timer around the chosen path only (``path_ms``); the gate's probe is
-    timed separately (``gate_ms``), so both the paper's number and the full cost can be read here.
-    """
-    by_path: dict[str, list[dict]] = {}
-    for row in rows:
-        trace = row.get("trace") or {}
-        if "path" in trace:
-            by_path.setdefault(str(trace["path"]), []).append(trace)
-    if not by_path:
-        return None
-    out: dict[str, Any] = {}
-    for path, traces in sorted(by_path.items()):
-        timing_keys = sorted({k for t in traces for k, v in t.items() if k.endswith("_ms") and
-                              isinstance(v, (int, float))})
-        out[path] = {"n": len(traces), **{f"mean_{k}": _mean([t[k] for t in traces if k in t]) for k in timing_keys}}
-    return out
-
-
-def run_warnings(benchmark: Benchmark, verification: Mapping[str, Any] | None,
-                 quarantined: Sequence[Mapping[str, Any]] = ()) -> list[str]:
-    """What a reader of the results must know: tolerated data anomalies, unverified files, repaired cache shards."""
-    out = list(benchmark.warnings)
-    for check in (verification or {}).get("data_files", []):
-        if check["state"] == "mismatch":
-            out.append(f"unverified data: {check['path']} has sha256 {check['actual']}, not the pinned "
-                       f"{check['expected']}")
-    for shard in quarantined:
-        out.append(f"embedding cache shard {shard['path']} failed its check ({shard['reason']}): quarantined and "
-                   f"re-encoded")
-    return out
-
-
-def _mean(values: list[float]) -> float | None:
-    return statistics.fmean(values) if values else None
-
-
-def returned_stats(rows: list[dict[str, Any]]) -> dict[str, float | None]:
-    """Gold-free diagnostics over every retrieved row (PersonaMem has no gold at all)."""
-    return {"mean_items": _mean([r["n_returned"] for r in rows]),
-            "mean_chars_top_n": _mean([r["returned_chars"] for r in rows])}

@@ -400,8 +400,18 @@ def _validate_devices(cfg: DictConfig, keys: Iterable[str] = ("runtime.device", 
 
 
 def check_values_set(cfg: DictConfig) -> None:
-    """Every key without a default is set (:class:`memrepro.errors.MissingValueError` names the first that is not)."""
-    missing = sorted(OmegaConf.missing_keys(cfg))
+    """Every key without a default is set (:class:`memrepro.errors.MissingValueError` names the first that is not).
+    Hydra's own node is not ours to check: a sweep's job config, checked before its launch, has no
+    ``hydra.job.num`` yet."""
+    missing = []
+    for key in cfg:
+        if key == "hydra":
+            continue
+        if OmegaConf.is_missing(cfg, key):
+            missing.append(str(key))
+        elif isinstance(node := cfg._get_node(key), (DictConfig, ListConfig)):
+            missing += OmegaConf.missing_keys(node)
+    missing.sort()
     if missing:
         raise MissingValueError(missing[0])
 

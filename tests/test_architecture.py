@@ -14,7 +14,8 @@ PACKAGE = Path(__file__).resolve().parents[1] / "memrepro"
 
 # Lowest first. A unit is a top-level folder (a subpackage) or module of memrepro.
 LAYERS: tuple[frozenset[str], ...] = tuple(frozenset(layer) for layer in (
-    {"errors", "types", "limits", "paths", "provenance", "reference", "hydra_internals", "files", "logs", "options"},
+    {"errors", "types", "limits", "paths", "provenance", "reference", "hydra_internals", "files", "logs", "options",
+     "context"},
     {"datasets", "models", "evaluation", "search"},
     {"artifacts"},  # trained-model resolution, below the retrievers that hold it and the trainers that subclass it
     {"retrievers"},

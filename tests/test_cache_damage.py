@@ -88,17 +88,11 @@ DAMAGE: dict[str, Callable[[Path], None]] = {
 }
 
 
-@pytest.fixture(autouse=True)
-def _fresh_process_state() -> None:
-    cache_module._VERIFIED.clear()  # each test is a "new process": shards are hashed again
-
-
 @pytest.mark.parametrize("damage", sorted(DAMAGE))
 def test_damaged_shard_is_named_quarantined_and_reencoded(damage: str, tmp_path: Path,
                                                          caplog: pytest.LogCaptureFixture) -> None:
     base, reference = _shard(tmp_path)
     DAMAGE[damage](base)
-    cache_module._VERIFIED.clear()
     again = CachedEncoder(FakeEncoder(dim=64), tmp_path)
     with caplog.at_level(logging.WARNING, logger="memrepro"):
         vectors = again.encode(TEXTS, "document")
@@ -110,7 +104,6 @@ def test_damaged_shard_is_named_quarantined_and_reencoded(damage: str, tmp_path:
     assert not base.with_suffix(".keys").exists()  # moved aside: the quarantine keeps the evidence
     assert list((base.parent / QUARANTINE).iterdir())
     # the repaired cache serves the next process without encoding anything
-    cache_module._VERIFIED.clear()
     third = CachedEncoder(FakeEncoder(dim=64), tmp_path)
     np.testing.assert_array_equal(third.encode(TEXTS, "document"), reference)
     assert third.encoded["document"] == 0 and not third.quarantined

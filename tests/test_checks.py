@@ -14,8 +14,8 @@ import pytest
 
 from conftest import run_record
 from memrepro.checks import (CODES, KINDS, CheckInputError, Finding, RunView, check_comparison, check_paper_cell,
-                             check_run, deeper_than_list, legend, load_run, stored_or_checked, tags, valid_codes,
-                             without)
+                             check_run, deeper_than_list, legend, stored_or_checked, tags, valid_codes, without)
+from memrepro.cli.check import load_run
 from memrepro.errors import EXIT_BAD_INPUT, UnknownNameError
 from memrepro.runs.record import RunRecord
 

@@ -82,6 +82,9 @@ def test_multirun_sweep(tmp_path: Path, fixtures_dir: Path) -> None:
                    data_dir=fixtures_dir)
     assert out.returncode == 0, out.stderr
     assert len(list((tmp_path / "results").rglob(COMPLETE))) == 2
+    # the points share one run context: the second reuses the first's vectors and index
+    timings = [json.loads(path.read_text())["timings"] for path in (tmp_path / "results").rglob("metrics.json")]
+    assert sorted(t.get("index_reused", 0.0) for t in timings) == [0.0, 1.0]
     # its first line, before any point loads anything: how many points, over what, and what they share
     assert out.stdout.splitlines()[0] == ("sweep: 2 points (retriever.k: 2); run one after another in this process: "
                                           "they share each dataset and encoder, loaded once, and their vectors and "

@@ -14,7 +14,7 @@ from conftest import composed_run_config, mark_complete, run_record
 
 from memrepro.experiments import load_experiments
 from memrepro.runs.identity import algorithm_versions
-from memrepro.tables.conditions import table_rows
+from memrepro.tables.conditions import stale_runs, table_rows
 from memrepro.tables.convmemory import (FULLPOOL_REASON, ROW_NAMES, _short, ablation_table, calibration_table,
                                          cost_notes, main_table, recipe_notes, reproduction_cells, row_label, select)
 from memrepro.tables.naming import MAX_LABEL
@@ -122,9 +122,9 @@ def tables(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     listing.write_text(yaml.safe_dump({"experiments": CONDITIONS}, sort_keys=False))
     _write_runs(root)
     declared_list = load_experiments(listing)
-    warnings: list[str] = []
     runs = complete_runs(root)
-    rows = table_rows("convmemory_locomo", runs, declared_list, warn=warnings.append)
+    rows = table_rows("convmemory_locomo", runs, declared_list)
+    warnings = stale_runs(runs, declared_list)
     selected = select(runs, declared_list)
     return {"selected": selected, "rows": rows, "warnings": warnings, "declared": declared_list}
 

@@ -72,11 +72,16 @@ def test_errors_match_the_reference() -> None:
         compute_metrics(ranking, query, ["recal@10"])
 
 
-def test_a_re_registered_metric_is_honoured(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setitem(metrics_module.CUSTOM, "recall_list", lambda ids, q, k: 0.25)
+def test_a_registered_metric_is_computed_and_a_defined_name_is_not_replaced(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(metrics_module, "CUSTOM", dict(metrics_module.CUSTOM))  # the registration ends with the test
+    metrics_module.register_metric("quarter", lambda ids, q, k: 0.25)
     ranking = {"a": FrozenRanking("a", ("d1",), (1.0,))}
     query = [Query(id="a", text="", episode_id="e", gold=("d1",), category="c")]
-    assert compute_metrics(ranking, query, ["recall_list@10", "mrr"])["a"] == {"recall_list@10": 0.25, "mrr": 1.0}
+    assert compute_metrics(ranking, query, ["quarter@10", "recall_list@10", "mrr"])["a"] == {
+        "quarter@10": 0.25, "recall_list@10": 1.0, "mrr": 1.0}
+    for name in ("recall_list", "quarter", "ndcg"):
+        with pytest.raises(ValueError, match="already defined|ir-measures"):
+            metrics_module.register_metric(name, lambda ids, q, k: 0.0)
 
 
 def _real_rankings(benchmark, dim: int = 32, k: int | None = None, min_sim: float | None = None):

@@ -227,7 +227,7 @@ def test_findings_link_to_their_section_of_the_checks_page_in_the_docs_site() ->
 
 
 def test_run_pages_show_the_findings_each_run_recorded_above_its_metrics(site) -> None:
-    from memrepro.checks import load_run
+    from memrepro.cli.check import load_run
 
     for folder in (site.dense, site.bm25, site.sweep[1], site.kept_copy):
         page = _page(site.site / "runs" / f"{folder.name}.html")
@@ -271,7 +271,7 @@ def test_an_older_run_is_checked_with_the_pools_of_the_data_it_read() -> None:
 
 
 def test_comparison_page_says_the_findings_and_the_mdd_compare_prints(site) -> None:
-    from memrepro.checks import load_run as check_load
+    from memrepro.cli.check import load_run as check_load
     from memrepro.compare import compare, load_run
     from memrepro.tables.naming import labels
 

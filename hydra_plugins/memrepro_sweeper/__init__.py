@@ -2,7 +2,10 @@
 job's config composed once per set of config-group choices instead of twice per job, the config a batch's
 validation built handed to its launch instead of being built again, and every job's config checked
 (:func:`memrepro.validate.validate_command_config`) before the first job runs, so that a bad value in a sweep
-stops it before anything is computed, not when its point comes. At the end, the sweep summary
+stops it before anything is computed, not when its point comes. The jobs a launcher runs in this process share one
+:class:`memrepro.context.RunContext` (the task is called with it: datasets and encoders loaded once, vectors and
+index built once, files hashed once); a launcher that runs them elsewhere gives each process its own. At the end,
+the sweep summary
 (:mod:`memrepro.sweep`): one table of the swept parameters and the primary metrics, printed and written as
 ``sweep.md`` / ``sweep.csv`` in the sweep folder.
 
@@ -31,6 +34,7 @@ from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.types import HydraContext, TaskFunction
 from omegaconf import DictConfig, OmegaConf, open_dict
 
+from memrepro.context import RunContext
 from memrepro.hydra_internals import apply_overrides_to_config, basic_sweeper, overrides_dirname
 from memrepro.validate import validate_command_config
 
@@ -110,6 +114,24 @@ class ComposeOnceLoader:
         return cfg
 
 
+class SharedContext:
+    """A sweep's task: the command's own (``main(cfg, context)``), given the sweep's one run context. Pickled for a
+    launcher that runs jobs in other processes, it leaves the context behind: each process makes its own."""
+
+    def __init__(self, task: TaskFunction) -> None:
+        self.task = task
+        self.context = RunContext()
+
+    def __call__(self, cfg: DictConfig) -> Any:
+        return self.task(cfg, self.context)
+
+    def __getstate__(self) -> dict:
+        return {"task": self.task}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__init__(state["task"])
+
+
 class ComposeOnceSweeper(basic_sweeper()):  # the class Hydra's discovery made
     def sweep(self, arguments: List[str]) -> Any:
         """The plan line, Hydra's sweep, then the sweep summary (:mod:`memrepro.sweep`) of the points that returned
@@ -140,7 +162,7 @@ class ComposeOnceSweeper(basic_sweeper()):  # the class Hydra's discovery made
     def setup(self, *, hydra_context: HydraContext, task_function: TaskFunction, config: DictConfig) -> None:
         context = HydraContext(config_loader=ComposeOnceLoader(hydra_context.config_loader),
                                callbacks=hydra_context.callbacks)
-        super().setup(hydra_context=context, task_function=task_function, config=config)
+        super().setup(hydra_context=context, task_function=SharedContext(task_function), config=config)
 
     def validate_batch_is_legal(self, batch: Sequence[Sequence[str]]) -> None:
         loader = self.hydra_context.config_loader

@@ -35,6 +35,7 @@ import numpy as np
 
 from memrepro.artifacts.forecast import PlanStep, cpu_threads, where
 from memrepro.artifacts.published import trained_on as published_trained_on
+from memrepro.context import RunContext
 from memrepro.errors import EXIT_BAD_INPUT, MemreproError
 from memrepro.models.cross_encoder import TRAINING_INFO
 from memrepro.provenance import config_hash
@@ -69,6 +70,7 @@ class TrainingContext:
     checkpoint_every_s: float = 60.0
     vector_dim: int | None = None  # the encoder's width when there is no index (planning)
     plan_printed: bool = False  # the training plan (with every forecast) was printed: training lines omit theirs
+    run_context: RunContext | None = None  # the run's (models resolved and weights hashed once by a sweep's points)
 
     @property
     def dim(self) -> int:
@@ -90,11 +92,11 @@ class TrainingContext:
         return queries[:limit] if limit else queries
 
 
-def published_folder(name: str) -> Path:
+def published_folder(name: str, context: RunContext | None = None) -> Path:
     """A published checkpoint's folder: a local path or offline bundle as is, else a snapshot from the Hub."""
     from memrepro.models.resolve import resolve_model
 
-    resolved = resolve_model(name)  # raises ModelNotFoundError naming every place tried (offline: no Hub)
+    resolved = resolve_model(name, context=context)  # raises ModelNotFoundError naming every place tried (offline: no Hub)
     folder = Path(resolved.path)
     if not folder.is_dir():
         from huggingface_hub import snapshot_download
@@ -137,7 +139,12 @@ class PerSeedArtifact(ABC):
         # split name -> the conversations that split's model was trained on (None: unknown), for describe(): the
         # protocol check names a model scored on conversations it saw (memrepro.checks)
         self.trained_on: dict[str, list[str] | None] = {}
-        self._verified: set[tuple[Path, str]] = set()  # (folder, identity hash) verified in this process
+        self._verified: set[tuple[Path, str]] = set()  # (folder, identity hash) this resolver has verified
+
+    @property
+    def run_context(self) -> RunContext | None:
+        """The run context of the training context bound (None before one is)."""
+        return self.context.run_context if self.context is not None else None
 
     # -- what subclasses provide -----------------------------------------------------------------------------------
     @abstractmethod

@@ -14,6 +14,7 @@ import hydra
 from omegaconf import MISSING, DictConfig, OmegaConf
 
 import memrepro.config  # noqa: F401  (registers the schemas eval.yaml names, eval_schema among them)
+from memrepro.context import RunContext
 from memrepro.errors import ConfigError
 from memrepro.paths import CONFIG_DIR
 from memrepro.runs.record import RunRecord
@@ -27,20 +28,19 @@ class EvalOutcome:
     warnings: list[str]
 
 
-def evaluate_run_file(cfg: DictConfig) -> EvalOutcome:
+def evaluate_run_file(cfg: DictConfig, context: RunContext | None = None) -> EvalOutcome:
     """Validate, freeze, score and write; nothing is written when validation fails."""
-    from memrepro.checks import with_findings
     from memrepro.datasets.io import sha256_file
     from memrepro.evaluation.freeze import TIE_RULE
-    from memrepro.provenance import config_hash, git_commit, package_versions
+    from memrepro.provenance import config_hash
     from memrepro.runs.folder import is_complete, read_record, run_dir, run_problem, write_run
     from memrepro.runs.identity import semantic_config
     from memrepro.runs.runfile import WARNING_FIXES, depth_warning, order_warning, read_run_file, validate
-    from memrepro.stages import load_benchmark, metric_names_for, returned_stats, run_warnings, score_rankings
+    from memrepro.stages import load_benchmark, metric_names_for, score_rankings
 
     timings: dict[str, float] = {}
     start = time.perf_counter()
-    benchmark, verification = load_benchmark(cfg.dataset)
+    benchmark, verification = load_benchmark(cfg.dataset, context)
     timings["load_s"] = time.perf_counter() - start
     start = time.perf_counter()
     parsed = read_run_file(cfg.run_file, cfg.format)
@@ -50,7 +50,7 @@ def evaluate_run_file(cfg: DictConfig) -> EvalOutcome:
     name = cfg.name or f"external-{parsed.path.stem}"
 
     semantic = semantic_config(cfg)
-    semantic.pop("output", None)  # (ids of eval runs as before: output.top_n never split them)
+    semantic.pop("output", None)  # output.top_n changes how much of a ranking is stored, not a score: not in the id
     run_id = config_hash({"config": semantic, "data_sha256": benchmark.data_sha256, "run_file_sha256": run_sha})
     folder = run_dir(cfg.paths.results_dir, benchmark.name, name, cfg.encoder_label, run_id)
     warnings = [f"{line}: {WARNING_FIXES[kind]}" for kind, line in zip(checked.warnings, checked.lines())]
@@ -72,42 +72,21 @@ def evaluate_run_file(cfg: DictConfig) -> EvalOutcome:
     config = OmegaConf.to_container(cfg, resolve=True)
     config["retriever"] = retriever
     config["encoder"] = {"label": cfg.encoder_label}
-    record = RunRecord.new({
-        "run_id": run_id,
-        "dataset": benchmark.name,
-        "data_verified": verification.get("data_verified"),
-        "retriever": retriever,
-        "encoder": {"label": cfg.encoder_label},
-        "metric_names": metric_names,
-        "primary": list(benchmark.protocol.primary),
-        "counts": {**counts, "loader": dict(benchmark.loader_counts)},
-        "returned": returned_stats(rows),
-        "summary": summary,
-        "warnings": run_warnings(benchmark, verification) + [line for line in (truncated, tied) if line],
-        "latency": {},  # an external run carries no timing memrepro measured
-        "timings": timings,
-        "validation": {"warnings": dict(checked.warnings), "examples": checked.examples, "strict": bool(cfg.strict),
-                       "order": cfg.order, "format": parsed.format},
-        "provenance": {
-            "config_hash": run_id,
-            "data_sha256": benchmark.data_sha256,
-            "files": [vars(f) for f in benchmark.files],
-            "data_files": verification.get("data_files", []),
-            "loader_options": dict(benchmark.options),
-            "run_file": {"path": str(parsed.path), "sha256": run_sha},
-            "tie_rule": TIE_RULE if cfg.order == "score" else "the run file's own order (order=rank)",
-            "git": git_commit(),
-            "versions": package_versions(),
-            "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        },
-    }, str(folder / "metrics.json"))
-    record = with_findings(record, config, rows)
+    record = RunRecord.build(  # an external run carries no timing memrepro measured: no latency
+        run_id=run_id, config=config, rows=rows, benchmark=benchmark, verification=verification,
+        retriever=retriever, encoder=config["encoder"], metric_names=metric_names, counts=counts, summary=summary,
+        timings=timings, source=str(folder / "metrics.json"), warnings=[line for line in (truncated, tied) if line],
+        validation={"warnings": dict(checked.warnings), "examples": checked.examples, "strict": bool(cfg.strict),
+                    "order": cfg.order, "format": parsed.format},
+        tie_rule=TIE_RULE if cfg.order == "score" else "the run file's own order (order=rank)",
+        run_file={"path": str(parsed.path), "sha256": run_sha})
     folder = write_run(folder, config, rows, record, run_id)
     return EvalOutcome(folder, False, record, warnings)
 
 
 @hydra.main(version_base="1.3", config_path=str(CONFIG_DIR), config_name="eval")
-def main(cfg: DictConfig) -> None:
+def main(cfg: DictConfig, context: RunContext | None = None) -> None:
+    """``context``: the one a sweep's points share (``hydra_plugins/memrepro_sweeper``)."""
     from memrepro.cli.failures import reported
     from memrepro.report import summary_table
     from memrepro.validate import validate_eval_config
@@ -117,10 +96,11 @@ def main(cfg: DictConfig) -> None:
             raise ConfigError("run_file", MISSING, "a TREC or JSONL run file, e.g. python -m memrepro eval "
                               "dataset=locomo run_file=path/to/run.trec (run_file is required)")
         validate_eval_config(cfg)
-        from memrepro.checks import findings_of, say, valid_codes
+        from memrepro.checks import say, valid_codes
+        from memrepro.cli.check import findings_of
 
         ignore = valid_codes(cfg.checks.ignore, "checks.ignore")
-        outcome = evaluate_run_file(cfg)
+        outcome = evaluate_run_file(cfg, context)
         for line in outcome.warnings:
             print(line, file=sys.stderr)
         state = "skipped (already complete)" if outcome.skipped else "done"

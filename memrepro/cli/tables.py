@@ -23,7 +23,7 @@ from memrepro.runs.kept import KeptRuns
 from memrepro.tables import rfmem
 from memrepro.tables.convmemory import (ablation_table, calibration_table, cost_notes, main_table,
                                          recipe_notes, reproduction_cells, select)
-from memrepro.tables.conditions import cell_runs
+from memrepro.tables.conditions import cell_runs, stale_runs
 from memrepro.tables.engines import agreement_table
 from memrepro.tables.render import write_table
 from memrepro.tables import committed
@@ -169,6 +169,8 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     out = Path(args.results) / "tables"
     declared_list = load_experiments(args.experiments)
+    for line in stale_runs(runs, declared_list):
+        print(f"memrepro: warning: {line}", file=sys.stderr)
     selected = select(runs, declared_list)
     main_findings: list = []
     ablation_findings: list = []

@@ -68,13 +68,13 @@ CUSTOM: dict[str, CustomMetric] = {
 }
 
 
-_BUILTIN = dict(CUSTOM)  # the definitions compute_metrics reproduces from ranks (a re-registered name is not)
-
-
 def register_metric(base: str, function: CustomMetric) -> None:
-    """Benchmark modules add their own definitions here (``base@k`` names become available)."""
+    """Add a metric definition (``base@k`` names become available). A name already defined is refused: what an
+    existing metric name computes never depends on what was registered before."""
     if base in _STANDARD:
         raise ValueError(f"{base!r} is an ir-measures metric name")
+    if base in CUSTOM:
+        raise ValueError(f"metric {base!r} is already defined; register the new definition under another name")
     CUSTOM[base] = function
 
 
@@ -217,7 +217,7 @@ def compute_metrics(rankings: Mapping[str, FrozenRanking], queries: Sequence[Que
     columns: dict[str, np.ndarray] = {}
     personabench: dict[int | None, np.ndarray] = {}  # k -> (recall, nDCG) per scored query
     for name, (base, k) in parsed.items():
-        if base not in _FROM_RANKS or (base in CUSTOM and CUSTOM[base] is not _BUILTIN.get(base)):
+        if base not in _FROM_RANKS:
             continue
         cut = 1e300 if k is None else k  # finite: a gold id not returned has rank inf
         within = ranks <= cut

@@ -40,6 +40,7 @@ from typing import Callable, Mapping, Sequence
 
 import numpy as np
 
+from memrepro.context import FileDigests
 from memrepro.datasets.io import sha256_file
 from memrepro.files import STALE_AFTER_S, naming
 
@@ -54,8 +55,6 @@ ROW_CHECK_SAMPLE = 8  # rows re-encoded to bind a shard whose metadata names no 
 ROW_CHECK_TOLERANCE = 1e-5  # 1 - cosine between a stored row and its re-encoding (float noise across devices is far
 #                             smaller; another text's vector is far larger)
 Reencode = Callable[[Sequence[str]], np.ndarray]  # texts -> the vectors the cache's encoder gives them now
-# (path, size, mtime_ns) of .npy files already verified in this process: a sweep hashes each shard once
-_VERIFIED: set[tuple[str, int, int]] = set()
 
 
 def text_sha256(text: str) -> str:
@@ -85,13 +84,15 @@ class ShardDamaged(Exception):
 class EmbeddingCache:
     """One identity's folder of shards. ``reencode`` (texts -> vectors from the identity's encoder) lets it check
     rows of shards that cannot prove their identity (see the module docstring); without it, or without the texts,
-    such rows are reported missing rather than served."""
+    such rows are reported missing rather than served. ``digests``: the run context's, so that the caches of a
+    sweep's points hash each shard once (:class:`memrepro.context.FileDigests`)."""
 
     def __init__(self, root: str | os.PathLike[str], identity: Mapping[str, object],
-                 reencode: Reencode | None = None) -> None:
+                 reencode: Reencode | None = None, digests: FileDigests | None = None) -> None:
         self.folder = Path(root) / identity_key(identity)
         self.identity = dict(identity)
         self.reencode = reencode
+        self.digests = digests if digests is not None else FileDigests()
         self._index: dict[str, tuple[str, int]] | None = None
         self._shard_keys: dict[str, list[str]] = {}
         self._shards: dict[str, np.ndarray] = {}  # verified shards only
@@ -131,7 +132,7 @@ class EmbeddingCache:
         if keys is None:
             return None
         try:
-            vectors, meta = _verify(self.folder, shard, keys)
+            vectors, meta = _verify(self.folder, shard, keys, self.digests)
             self._check_identity(meta, vectors)
         except ShardDamaged as exc:
             self._quarantine(shard, exc, rows=len(keys))
@@ -289,8 +290,9 @@ class EmbeddingCache:
                 os.fsync(handle.fileno())
             os.replace(tmp, npy_path)
             keys_bytes = "\n".join(keys).encode("ascii")
+            npy_sha256 = sha256_file(npy_path)
             meta = {"format": FORMAT, "identity": self.folder.name, "rows": int(vectors.shape[0]),
-                    "dim": int(vectors.shape[1]), "dtype": "float32", "npy_sha256": sha256_file(npy_path),
+                    "dim": int(vectors.shape[1]), "dtype": "float32", "npy_sha256": npy_sha256,
                     "keys_sha256": hashlib.sha256(keys_bytes).hexdigest()}
             _atomic_write_bytes(self.folder / f"{shard}{META_SUFFIX}", json.dumps(meta, sort_keys=True).encode())
             _atomic_write_bytes(self.folder / f"{shard}.keys", keys_bytes)  # last: the shard becomes visible
@@ -298,8 +300,7 @@ class EmbeddingCache:
             for leftover in (tmp, npy_path, self.folder / f"{shard}{META_SUFFIX}"):
                 leftover.unlink(missing_ok=True)
             raise
-        stat = npy_path.stat()
-        _VERIFIED.add((str(npy_path), stat.st_size, stat.st_mtime_ns))
+        self.digests.remember(npy_path, npy_sha256)
         index = self._load_index()
         self._shard_keys[shard] = list(keys)
         self._shards[shard] = vectors
@@ -320,7 +321,7 @@ def _read_keys(path: Path) -> list[str]:
     return keys
 
 
-def _verify(folder: Path, shard: str, keys: list[str]) -> tuple[np.ndarray, dict | None]:
+def _verify(folder: Path, shard: str, keys: list[str], digests: FileDigests) -> tuple[np.ndarray, dict | None]:
     """The shard's vectors (memory-mapped) after checking them against its metadata, and the metadata (None for a
     shard written before metadata existed: checked structurally); raises ShardDamaged."""
     npy_path, meta_path = folder / f"{shard}.npy", folder / f"{shard}{META_SUFFIX}"
@@ -338,15 +339,11 @@ def _verify(folder: Path, shard: str, keys: list[str]) -> tuple[np.ndarray, dict
         raise ShardDamaged(f"{len(keys)} keys for {rows} rows", ".keys")
     if hashlib.sha256("\n".join(keys).encode("ascii")).hexdigest() != keys_sha:
         raise ShardDamaged("keys sha256 differs from its metadata", ".keys")
-    stat = npy_path.stat()
-    stamp = (str(npy_path), stat.st_size, stat.st_mtime_ns)
-    if stamp not in _VERIFIED:
-        if sha256_file(npy_path) != npy_sha:
-            raise ShardDamaged("vectors sha256 differs from its metadata")
+    if digests.sha256(npy_path) != npy_sha:
+        raise ShardDamaged("vectors sha256 differs from its metadata")
     vectors = _load_npy(npy_path)
     if vectors.shape != (rows, dim):
         raise ShardDamaged(f"vectors have shape {vectors.shape}, metadata says ({rows}, {dim})")
-    _VERIFIED.add(stamp)
     return vectors, meta
 
 

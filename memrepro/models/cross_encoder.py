@@ -14,6 +14,7 @@ from typing import Literal, Sequence
 
 import numpy as np
 
+from memrepro.context import RunContext
 from memrepro.models.encoder import resolve_device
 from memrepro.models.resolve import ResolvedModel, model_weights_identity, resolve_model
 
@@ -22,12 +23,14 @@ TRAINING_INFO = "memrepro_training.json"  # written by memrepro train next to a 
 
 class CrossEncoderScorer:
     """Scores (left, right) text pairs. ``activation="logit"`` ranks on raw logits (a float32 sigmoid saturates to
-    exactly 1.0 above ~17 and creates ties); ``"library_default"`` uses sentence-transformers' default."""
+    exactly 1.0 above ~17 and creates ties); ``"library_default"`` uses sentence-transformers' default. ``context``:
+    the run's (weights hashed once by a sweep's points)."""
 
     def __init__(self, model: str, path: str | None = None, max_length: int | None = None, batch_size: int = 32,
                  activation: Literal["logit", "library_default"] = "logit", device: str = "auto",
-                 allow_untrained_head: bool = False) -> None:
-        self.resolved: ResolvedModel = resolve_model(model, path)
+                 allow_untrained_head: bool = False, context: RunContext | None = None) -> None:
+        context = context if context is not None else RunContext()
+        self.resolved: ResolvedModel = resolve_model(model, path, context=context)
         self.device = resolve_device(device)
         self.max_length, self.batch_size, self.activation = max_length, batch_size, activation
         self.allow_untrained_head = allow_untrained_head
@@ -35,7 +38,7 @@ class CrossEncoderScorer:
         self.load_seconds = 0.0
         self.training = _training_info(self.resolved.path)
         self.identity = {"kind": "cross-encoder", "model": self.resolved.name,
-                         "weights": model_weights_identity(self.resolved.path), "max_length": max_length,
+                         "weights": model_weights_identity(self.resolved.path, context.digests), "max_length": max_length,
                          "activation": activation}
         base = self.training.get("base_model") if self.training else None
         self.label = (f"{Path(self.resolved.path).name} (fine-tuned by memrepro from {base})" if base

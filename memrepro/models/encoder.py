@@ -18,6 +18,7 @@ from typing import Literal, Protocol, Sequence
 import numpy as np
 from tqdm.auto import tqdm
 
+from memrepro.context import FileDigests, RunContext
 from memrepro.errors import ConfigError
 from memrepro.models.cache import EmbeddingCache, text_sha256
 from memrepro.models.resolve import ResolvedModel, resolve_model, weights_identity
@@ -72,10 +73,12 @@ def max_positions(folder: str) -> int | None:
 class SentenceTransformerEncoder:
     def __init__(self, model: str, path: str | None = None, allow_substitute: bool = False,
                  max_seq_length: int | None = None, batch_size: int = 64, query_prefix: str = "",
-                 document_prefix: str = "", device: str = "auto", show_progress: bool = True) -> None:
+                 document_prefix: str = "", device: str = "auto", show_progress: bool = True,
+                 context: RunContext | None = None) -> None:
         self._request = (model, path, allow_substitute)
+        self.context = context  # the run's: loading the model checks its weights once, and a repair is recorded
         # where the model is, nothing read: a complete run is skipped on its identity; loading verifies the bytes
-        self.resolved: ResolvedModel = resolve_model(model, path, allow_substitute, verify=False)
+        self.resolved: ResolvedModel = resolve_model(model, path, allow_substitute, verify=False, context=context)
         self._requested_max_len = max_seq_length
         self._check_max_len(self.resolved.path)
         self.device = resolve_device(device)
@@ -116,7 +119,8 @@ class SentenceTransformerEncoder:
             from sentence_transformers import SentenceTransformer
 
             start = time.perf_counter()
-            ready = resolve_model(*self._request)  # a bundle extracted if needed and its bytes checked against its pins
+            # a bundle extracted if needed and its bytes checked against its pins
+            ready = resolve_model(*self._request, context=self.context)
             self._check_max_len(ready.path)
             self._model = SentenceTransformer(ready.path, device=self.device)
             if self._requested_max_len:
@@ -185,11 +189,13 @@ class FakeEncoder:
 
 
 class CachedEncoder:
-    """An encoder behind the embedding cache; ``encoded`` counts texts that actually went through the model."""
+    """An encoder behind the embedding cache; ``encoded`` counts texts that actually went through the model.
+    ``digests``: the run context's (each shard hashed once by a sweep's points)."""
 
     def __init__(self, inner: Encoder, cache_dir: str | os.PathLike[str] | None, chunk_size: int = 2048,
-                 progress: bool = True) -> None:
+                 progress: bool = True, digests: FileDigests | None = None) -> None:
         self.inner = inner
+        self.digests = digests
         self.chunk_size = chunk_size  # each chunk is stored as it finishes: an interrupted encode resumes
         self.progress = progress
         self.cache_dir = cache_dir
@@ -206,7 +212,8 @@ class CachedEncoder:
         if role not in self._caches:
             prefix = getattr(self.inner, "prefixes", {}).get(role, "")
             self._caches[role] = EmbeddingCache(self.cache_dir, {**self.identity, "prefix": prefix},
-                                                reencode=lambda texts: self._encode(texts, role))
+                                                reencode=lambda texts: self._encode(texts, role),
+                                                digests=self.digests)
         return self._caches[role]
 
     def _encode(self, texts: Sequence[str], role: Role) -> np.ndarray:

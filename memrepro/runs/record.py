@@ -1,9 +1,11 @@
-"""A run's ``metrics.json``: one typed record, written and read by the same class.
+"""A run's ``metrics.json``: one typed record, built and read by the same class.
 
-Every field has a type, and a file is checked against them when read back: a missing field, a value of another
-type or an unknown key is refused with the file and the key named (:class:`RunRecordError`), never read as some
-other number. ``schema_version`` says which layout a file has; older layouts are migrated on read (see
-:data:`MIGRATIONS`), newer ones are refused.
+:meth:`RunRecord.build` is the one place a record is made from what a run computed (``run`` and ``eval`` both call
+it): every field derived there, the protocol check's findings included; :func:`memrepro.runs.folder.write_run` is
+the one writer of the file. Every field has a type, and a file is checked against them when read back: a missing
+field, a value of another type or an unknown key is refused with the file and the key named
+(:class:`RunRecordError`), never read as some other number. ``schema_version`` says which layout a file has; older
+layouts are migrated on read (see :data:`MIGRATIONS`), newer ones are refused.
 
 Free-form parts stay mappings: what a retriever's ``describe()`` says, the encoder's identity, library versions.
 """
@@ -12,13 +14,18 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import statistics
+import time
 import types
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping, Optional, Union
+from typing import Any, Callable, Mapping, Optional, Sequence, Union
 
 from memrepro.errors import DamagedFileError
+from memrepro.evaluation.freeze import TIE_RULE
+from memrepro.provenance import git_commit, package_versions
+from memrepro.types import Benchmark
 
 # 1: metrics.json before this record (no schema_version key; eval runs had no data_verified).
 # 2: the typed record.
@@ -126,8 +133,65 @@ class RunRecord:
         document = dataclasses.asdict(self)
         return {"schema_version": document.pop("schema_version"), **document}
 
-    def write(self, path: Path) -> None:
-        path.write_text(json.dumps(self.to_json(), indent=2, default=str) + "\n", encoding="utf-8")
+    @classmethod
+    def build(cls, *, run_id: str, config: Mapping[str, Any], rows: list[dict[str, Any]], benchmark: Benchmark,
+              verification: Mapping[str, Any] | None, retriever: Mapping[str, Any], encoder: Mapping[str, Any],
+              metric_names: list[str], counts: Mapping[str, Any], summary: Mapping[str, Any],
+              timings: Mapping[str, float], source: str, warnings: Sequence[str] = (),
+              quarantined: Sequence[Mapping[str, Any]] = (), latency: Mapping[str, Any] | None = None,
+              search: Mapping[str, Any] | None = None, encoded: Mapping[str, int] | None = None,
+              cache_hits: Mapping[str, int] | None = None, validation: Mapping[str, Any] | None = None,
+              tie_rule: str = TIE_RULE, hardware: Mapping[str, Any] | None = None,
+              algorithm_versions: Mapping[str, int] | None = None,
+              run_file: Mapping[str, Any] | None = None) -> "RunRecord":
+        """The record of a run about to be written to ``source`` (its ``metrics.json``), from what it computed:
+        ``config`` as ``config.yaml`` will hold it, its scored ``rows`` (``queries.jsonl``), ``counts`` and
+        ``summary`` (:func:`memrepro.stages.score_rankings`), the loaded ``benchmark`` and its files'
+        ``verification``. Derived here: the returned-items and routing statistics of the rows, the warnings a
+        reader must know (data anomalies, unverified files, ``quarantined`` cache shards, then ``warnings``), the
+        provenance (data, code, library versions, time) and the protocol check's findings (:mod:`memrepro.checks`).
+        What only a computed run has: ``latency``, ``search``, ``encoded``, ``cache_hits``, ``hardware``,
+        ``algorithm_versions``; only a scored run file (``eval``): ``validation``, ``run_file``."""
+        from memrepro.checks import RunView, check_run
+
+        verification = verification or {}
+        record = cls.new({
+            "run_id": run_id,
+            "dataset": benchmark.name,
+            "data_verified": verification.get("data_verified"),
+            "retriever": dict(retriever),
+            "encoder": dict(encoder),
+            "metric_names": list(metric_names),
+            "primary": list(benchmark.protocol.primary),
+            "counts": {**counts, "loader": dict(benchmark.loader_counts)},
+            "returned": returned_stats(rows),
+            "summary": summary,
+            "warnings": run_warnings(benchmark, verification, quarantined) + list(warnings),
+            "latency": dict(latency or {}),
+            "routing": routing_summary(rows),
+            "search": search,
+            "timings": dict(timings),
+            "encoded": dict(encoded or {}),
+            "cache_hits": dict(cache_hits or {}),
+            "cache_quarantined": list(quarantined),
+            "validation": validation,
+            "provenance": {
+                "config_hash": run_id,
+                "data_sha256": benchmark.data_sha256,
+                "files": [vars(f) for f in benchmark.files],
+                "data_files": verification.get("data_files", []),
+                "loader_options": dict(benchmark.options),
+                "run_file": run_file,
+                "tie_rule": tie_rule,
+                "algorithm_versions": dict(algorithm_versions or {}),
+                "git": git_commit(),
+                "versions": package_versions(),
+                "hardware": hardware,
+                "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+            },
+        }, source)
+        found = check_run(RunView(config, record, rows))
+        return dataclasses.replace(record, findings=[f.to_json() for f in found])
 
     @classmethod
     def new(cls, fields: Mapping[str, Any], source: str = "<new run record>") -> "RunRecord":
@@ -164,6 +228,51 @@ class RunRecord:
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:
             raise RunRecordError(path, f"not valid JSON ({str(exc)[:80]}): empty, truncated or damaged") from None
         return cls.from_json(document, path)
+
+
+def run_warnings(benchmark: Benchmark, verification: Mapping[str, Any] | None,
+                 quarantined: Sequence[Mapping[str, Any]] = ()) -> list[str]:
+    """What a reader of the results must know: tolerated data anomalies, unverified files, repaired cache shards."""
+    out = list(benchmark.warnings)
+    for check in (verification or {}).get("data_files", []):
+        if check["state"] == "mismatch":
+            out.append(f"unverified data: {check['path']} has sha256 {check['actual']}, not the pinned "
+                       f"{check['expected']}")
+    for shard in quarantined:
+        out.append(f"embedding cache shard {shard['path']} failed its check ({shard['reason']}): quarantined and "
+                   f"re-encoded")
+    return out
+
+
+def _mean(values: list[float]) -> float | None:
+    return statistics.fmean(values) if values else None
+
+
+def returned_stats(rows: list[dict[str, Any]]) -> dict[str, float | None]:
+    """Gold-free diagnostics over every retrieved row (PersonaMem has no gold at all)."""
+    return {"mean_items": _mean([r["n_returned"] for r in rows]),
+            "mean_chars_top_n": _mean([r["returned_chars"] for r in rows])}
+
+
+def routing_summary(rows: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """Per path (a trace's ``path``): query count and the mean of every numeric ``*_ms`` trace field.
+
+    RF-Mem reports its latency with the timer around the chosen path only (``path_ms``); the gate's probe is
+    timed separately (``gate_ms``), so both the paper's number and the full cost can be read here.
+    """
+    by_path: dict[str, list[dict]] = {}
+    for row in rows:
+        trace = row.get("trace") or {}
+        if "path" in trace:
+            by_path.setdefault(str(trace["path"]), []).append(trace)
+    if not by_path:
+        return None
+    out: dict[str, Any] = {}
+    for path, traces in sorted(by_path.items()):
+        timing_keys = sorted({k for t in traces for k, v in t.items() if k.endswith("_ms") and
+                              isinstance(v, (int, float))})
+        out[path] = {"n": len(traces), **{f"mean_{k}": _mean([t[k] for t in traces if k in t]) for k in timing_keys}}
+    return out
 
 
 def _defaults_for_new_fields(document: dict[str, Any]) -> dict[str, Any]:

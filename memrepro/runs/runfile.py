@@ -38,6 +38,7 @@ from typing import Any, Iterator, Sequence
 
 import numpy as np
 
+from memrepro.checks import RUN_FILE_FIX, truncation
 from memrepro.config import RUN_FILE_FORMATS, RUN_FILE_ORDERS
 from memrepro.errors import EXIT_BAD_INPUT, MemreproError
 from memrepro.evaluation.freeze import FrozenRanking, freeze
@@ -305,45 +306,9 @@ def order_warning(parsed: ParsedRun, checked: Validation, order: str) -> str | N
             f"would rank them by the tie rule, their pool position)")
 
 
-RUN_FILE_FIX = "write up to {pool} memories per query for exact scores (a memrepro run: output.top_n={pool})"
-
-
-def truncation(depth: int, pools: Sequence[int], metric_names: Sequence[str], source: str
-               ) -> tuple[str, tuple[str, ...], int] | None:
-    """Lists cut at ``depth`` (a run file's depth, a run's fixed list length) while some scored query's candidate
-    pool (``pools``) is larger: ``(what that means, the metrics that are then lower bounds, the largest such pool)``,
-    or None when every pool fits or no metric reads deeper than ``depth``. Metrics without a cutoff, or cut deeper
-    than ``depth``, are lower bounds of the system's scores; those cut at most at ``depth`` are exact; PersonaBench's
-    are defined on the returned list itself."""
-    from memrepro.evaluation.metrics import LIST_DEFINED, parse_metric
-
-    deeper = [size for size in pools if size > depth]
-    if not depth or not deeper:
-        return None
-    cutoffs = {}
-    for name in metric_names:
-        try:
-            base, k = parse_metric(name)
-        except ValueError:  # registered in another process: its definition is not known here
-            continue
-        if base not in LIST_DEFINED:
-            cutoffs[name] = k
-    bounded = [name for name, k in cutoffs.items() if k is None or k > depth]
-    if not bounded:
-        return None
-    exact = [name for name, k in cutoffs.items() if k is not None and k <= depth]
-    pool = max(deeper)
-    message = (f"{source} ranks at most {depth} memories per query, fewer than the candidate pool of {len(deeper)} "
-               f"of {len(pools)} scored queries (up to {pool}): if the system ranked deeper (a file truncated at "
-               f"depth {depth}), {', '.join(bounded)} "
-               + ("is a lower bound of its score" if len(bounded) == 1 else "are lower bounds of its scores")
-               + (f" and {', '.join(exact)} exact" if exact else ""))
-    return message, tuple(bounded), pool
-
-
 def depth_warning(path: Path, checked: Validation, metric_names: Sequence[str]) -> str | None:
-    """One line when the file ranks fewer memories than some scored query's candidate pool (:func:`truncation`,
-    with its fix); None when every pool fits (or the file ranks nothing). The protocol check records the same as its
-    ``deeper-than-list`` finding."""
+    """One line when the file ranks fewer memories than some scored query's candidate pool
+    (:func:`memrepro.checks.truncation`, with its fix); None when every pool fits (or the file ranks nothing). The
+    protocol check records the same as its ``deeper-than-list`` finding."""
     found = truncation(checked.depth, list(checked.pools.values()), metric_names, str(path))
     return None if found is None else f"{found[0]}; {RUN_FILE_FIX.format(pool=found[2])}"

@@ -39,7 +39,7 @@ from memrepro.site.findings import (Checked, Pools, checks_doc, kinds_present, m
                                      run_findings)
 from memrepro.site.matrix import read_matrix
 from memrepro.site.misses import Buckets, best_gold_rank, breakdown, depth
-from memrepro.site.recipe import all_presets, closest, recipe, use_presets
+from memrepro.site.recipe import Presets, all_presets, closest, recipe
 from memrepro.site.sources import KeptRun, report_runs, run_key
 from memrepro.site.sweeps import Sweep, find_sweeps, order_key
 from memrepro.site.texts import TextTable, read_all, table_key
@@ -116,6 +116,7 @@ class Site:
     text_suffix: str = ""  # a --compare build names its text tables apart from the full site's
     pools: dict[str, Pools | None] | None = None  # candidate pools by text table (read when first needed)
     read_pools: Callable[[], dict[str, Pools | None]] | None = None
+    presets: Presets = field(default_factory=Presets)  # what a run's recipe is told against
 
     def env(self):
         return _environment()  # built once per process: compiling the templates costs ~30 ms a page
@@ -237,8 +238,8 @@ def build(options: Options, say: Callable[[str], None]) -> Built:
             prepared = prepare_runs(site, runs, skip)
             site.n_runs = len(prepared)
             if presets_job:
-                use_presets(presets_job.result())
-            names = run_labels([p.run for p in prepared])
+                site.presets = Presets(presets_job.result())
+            names = run_labels([p.run for p in prepared], site.presets)
             infos = {p.key: run_page(site, p, *names[p.key]) for p in prepared}
             runs = [p.run for p in prepared]
             by_key = {run_key(run): run for run in runs}
@@ -350,14 +351,14 @@ def _put_in_place(tmp: Path, out: Path) -> None:
 
 # ------------------------------------------------------------------------------------------------ run pages
 
-def run_labels(runs: Sequence[Run]) -> dict[str, tuple[str, str]]:
+def run_labels(runs: Sequence[Run], presets: Presets) -> dict[str, tuple[str, str]]:
     """Each run's (group, label). A group is the runs of one dataset, retriever, encoder and closest preset; a run is
     labelled among them by :func:`naming.labels`. Where those labels would be cut or need a run id (too many
     settings differ), the group is split by the settings that are not numbers (engine, variant switches), which
     then name the group, and each part is labelled on its own."""
     groups: dict[tuple[str, str, str, str], list[Run]] = defaultdict(list)
     for run in runs:
-        preset = closest("retriever", run.retriever, run.retriever_name).preset or run.retriever_name
+        preset = closest("retriever", run.retriever, presets, run.retriever_name).preset or run.retriever_name
         groups[(run.dataset, run.retriever_name, run.encoder_label, preset)].append(run)
     out: dict[str, tuple[str, str]] = {}
     for (_, _, encoder, preset), members in groups.items():
@@ -417,7 +418,7 @@ def prepare_runs(site: Site, runs: Sequence[Run], skip: Callable[[str], None]) -
 
 def run_page(site: Site, prepared: Prepared, group: str, label: str) -> RunInfo:
     run, record = prepared.run, prepared.run.record
-    recipes = recipe(run)
+    recipes = recipe(run, site.presets)
     primary = [m for m in record.primary if m in record.metric_names]
     metrics = primary + [m for m in record.metric_names if m not in primary]
     info = RunInfo(prepared.key, label, group, " · ".join(f"{r.group}: {r.text()}" for r in recipes), run.dataset,

@@ -38,39 +38,39 @@ def measured(group: str, node: Mapping[str, Any]) -> dict[str, Any]:
     return flatten(semantic_config({group: dict(node)}).get(group) or {})
 
 
-_PRESETS: dict[tuple[str, str], dict[str, Any] | None] = {}  # (group, preset) -> settings; None: does not compose
-
-
 def preset_names(group: str) -> list[str]:
     return sorted(path.stem for path in (CONFIG_DIR / group).glob("*.yaml"))
 
 
-def preset(group: str, name: str) -> dict[str, Any] | None:
-    """A preset's measured settings as Hydra composes it (once per process), None when it does not compose alone."""
-    if (group, name) not in _PRESETS:
-        from omegaconf import OmegaConf
+class Presets:
+    """The measured settings of the presets a report compares runs with, each composed once by Hydra (about 0.2 s
+    apiece) when first asked for; None for a preset that does not compose alone."""
 
-        from memrepro.experiments import composed_config
+    def __init__(self, found: Mapping[tuple[str, str], dict[str, Any] | None] | None = None) -> None:
+        self.found: dict[tuple[str, str], dict[str, Any] | None] = dict(found or {})  # (group, preset) -> settings
 
-        try:
-            node = OmegaConf.to_container(composed_config([f"{group}={name}"])[group], resolve=True)
-            _PRESETS[(group, name)] = measured(group, node)
-        except Exception:  # noqa: BLE001 - a preset that needs more than its group cannot be a run's closest
-            _PRESETS[(group, name)] = None
-    return _PRESETS[(group, name)]
+    def settings(self, group: str, name: str) -> dict[str, Any] | None:
+        if (group, name) not in self.found:
+            from omegaconf import OmegaConf
+
+            from memrepro.experiments import composed_config
+
+            try:
+                node = OmegaConf.to_container(composed_config([f"{group}={name}"])[group], resolve=True)
+                self.found[(group, name)] = measured(group, node)
+            except Exception:  # noqa: BLE001 - a preset that needs more than its group cannot be a run's closest
+                self.found[(group, name)] = None
+        return self.found[(group, name)]
 
 
 def all_presets() -> dict[tuple[str, str], dict[str, Any] | None]:
-    """Every preset of every group (Hydra composes each: about 0.2 s apiece, so a report composes them in a worker
-    process while it reads the runs, and hands them over with :func:`use_presets`)."""
+    """Every preset of every group, composed (a report does this in a worker process while it reads the runs, and
+    hands the result to its :class:`Presets`)."""
+    presets = Presets()
     for group in GROUPS:
         for name in preset_names(group):
-            preset(group, name)
-    return dict(_PRESETS)
-
-
-def use_presets(found: dict[tuple[str, str], dict[str, Any] | None]) -> None:
-    _PRESETS.update(found)
+            presets.settings(group, name)
+    return presets.found
 
 
 @dataclass(frozen=True)
@@ -94,7 +94,7 @@ class GroupRecipe:
         return f"{self.preset} + {changed}" if changed else self.preset
 
 
-def closest(group: str, node: Mapping[str, Any], name: str = "") -> GroupRecipe:
+def closest(group: str, node: Mapping[str, Any], presets: Presets, name: str = "") -> GroupRecipe:
     """The preset of ``group`` closest to ``node`` and the settings that differ from it. ``name`` (the run's
     retriever or dataset name) picks the presets looked at first: those whose file name starts with it, or it with
     theirs (``rfmem_personabench`` for ``rfmem``, ``longmemeval`` for ``longmemeval_s``); the others are composed
@@ -102,17 +102,18 @@ def closest(group: str, node: Mapping[str, Any], name: str = "") -> GroupRecipe:
     own = measured(group, node)
     names = preset_names(group)
     family = [n for n in names if name and (n.startswith(name) or name.startswith(n))]
-    best = _best(group, own, family) or _best(group, own, [n for n in names if n not in family])
+    best = _best(group, own, family, presets) or _best(group, own, [n for n in names if n not in family], presets)
     if best is None:
         return GroupRecipe(group, None, tuple(Difference(p, _text(v), "") for p, v in own.items()
                                               if p != "_target_"))
     return GroupRecipe(group, best[2], tuple(best[3]))
 
 
-def _best(group: str, own: dict[str, Any], names: list[str]) -> tuple[int, int, str, list[Difference]] | None:
+def _best(group: str, own: dict[str, Any], names: list[str],
+          presets: Presets) -> tuple[int, int, str, list[Difference]] | None:
     best = None
     for name in names:
-        settings = preset(group, name)
+        settings = presets.settings(group, name)
         if settings is None or settings.get("_target_") != own.get("_target_"):
             continue
         differences = [Difference(path, _text(own.get(path, _ABSENT)), _text(settings.get(path, _ABSENT)))
@@ -124,12 +125,12 @@ def _best(group: str, own: dict[str, Any], names: list[str]) -> tuple[int, int, 
     return best
 
 
-def recipe(run: Any) -> list[GroupRecipe]:
+def recipe(run: Any, presets: Presets) -> list[GroupRecipe]:
     """A run's dataset, encoder and retriever (:class:`memrepro.tables.runs.Run`)."""
     config = run.config
-    return [closest("dataset", config.get("dataset") or {}, run.dataset),
-            closest("encoder", config.get("encoder") or {}),
-            closest("retriever", run.retriever, run.retriever_name)]
+    return [closest("dataset", config.get("dataset") or {}, presets, run.dataset),
+            closest("encoder", config.get("encoder") or {}, presets),
+            closest("retriever", run.retriever, presets, run.retriever_name)]
 
 
 def _text(value: Any) -> str:

@@ -5,16 +5,15 @@ A row is a declared condition; its run is the complete run whose settings equal 
 ranking or metric, as a run id is). Nothing is guessed from a run's config: a run the list does not declare is
 in no paper table (``leaderboard`` and ``compare`` show any run). A row may have several conditions (subsets of
 its split seeds): of their runs, the one over the most seeds is shown, then the newest. A run records the
-condition it was launched as (``condition``); one whose settings no longer equal that entry's is reported, not
-shown.
+condition it was launched as (``condition``); one whose settings no longer equal that entry's is not shown for it,
+and :func:`stale_runs` says so.
 """
 
 from __future__ import annotations
 
-import sys
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Any, Callable, Sequence
+from typing import Any, Sequence
 
 from memrepro.experiments import (CONDITION_KEY, Experiment, PaperCell, composed_config, load_experiments,
                                   with_common)
@@ -37,10 +36,9 @@ class TableRow:
 
 
 def table_rows(table: str, runs: Sequence[Run], declared_list: tuple[list[str], list[Experiment]] | None = None,
-               warn: Callable[[str], None] | None = None) -> list[TableRow]:
+               ) -> list[TableRow]:
     """The rows of ``table`` in declared order, each with the runs whose settings equal one of its conditions."""
     common, experiments = declared_list or load_experiments()
-    warn = warn or _warn_once
     rows: dict[str, TableRow] = {}
     owners: dict[str, str] = {}  # condition name -> its row's name
     for experiment in experiments:
@@ -54,20 +52,29 @@ def table_rows(table: str, runs: Sequence[Run], declared_list: tuple[list[str], 
     members = [e for e in experiments if e.name in owners]
     for experiment in members:
         settings = _composed(experiment, tuple(common))
-        for run in runs:
-            if run.settings in settings:
-                rows[owners[experiment.name]].runs.append(run)
-            elif run.config.get(CONDITION_KEY) == experiment.name:
-                warn(f"{run.folder} was launched as condition {experiment.name!r}, whose declaration has changed "
-                     f"since; it is not shown for it (rerun `python -m memrepro run +experiment={experiment.name}`)")
+        rows[owners[experiment.name]].runs += [run for run in runs if run.settings in settings]
     return list(rows.values())
 
 
+def stale_runs(runs: Sequence[Run], declared_list: tuple[list[str], list[Experiment]] | None = None) -> list[str]:
+    """One line per run launched as a condition of a paper table whose declaration has changed since: its settings
+    are no longer the condition's, so no table shows it for that condition."""
+    common, experiments = declared_list or load_experiments()
+    by_name = {experiment.name: experiment for experiment in experiments if experiment.paper}
+    lines = []
+    for run in runs:
+        name = run.config.get(CONDITION_KEY)
+        if name in by_name and run.settings not in _composed(by_name[name], tuple(common)):
+            lines.append(f"{run.folder} was launched as condition {name!r}, whose declaration has changed since; it "
+                         f"is not shown for it (rerun `python -m memrepro run +experiment={name}`)")
+    return lines
+
+
 def cell_runs(table: str, runs: Sequence[Run], declared_list: tuple[list[str], list[Experiment]] | None = None,
-              warn: Callable[[str], None] | None = None) -> dict[tuple[str, str], Run]:
+              ) -> dict[tuple[str, str], Run]:
     """``{(reference, column): run}`` for a table with the paper's fixed layout: each declared cell's run (cells
     whose condition has no complete run are absent)."""
-    return {(row.cell.reference, row.cell.column): row.run for row in table_rows(table, runs, declared_list, warn)
+    return {(row.cell.reference, row.cell.column): row.run for row in table_rows(table, runs, declared_list)
             if row.run is not None and row.cell.reference is not None and row.cell.column is not None}
 
 
@@ -75,15 +82,6 @@ def condition_runs(experiment: Experiment, runs: Sequence[Run], common: Sequence
     """The complete runs of one declared condition (of any of its sweep points)."""
     settings = _composed(experiment, tuple(common))
     return [run for run in runs if run.settings in settings]
-
-
-_SAID: set[str] = set()  # the warnings this process printed: a run stale for two tables is named once
-
-
-def _warn_once(message: str) -> None:
-    if message not in _SAID:
-        _SAID.add(message)
-        print(f"memrepro: warning: {message}", file=sys.stderr)
 
 
 @lru_cache(maxsize=None)

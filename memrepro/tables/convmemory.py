@@ -16,7 +16,7 @@ from typing import Any, Sequence
 
 import pandas as pd
 
-from memrepro.checks import Finding, check_paper_cell, check_run, tags, without
+from memrepro.checks import Finding, check_paper_cell, tags, without
 from memrepro.datasets.locomo import SPLIT_SEEDS
 from memrepro.evaluation.significance import PairedResult, paired_bootstrap
 from memrepro.experiments import Experiment, load_experiments
@@ -391,12 +391,7 @@ def _tagged(run: Run, metric: str, label: str, findings: list[Finding] | None, i
 
 def _cell_findings(run: Run, metric: str) -> tuple[Finding, ...]:
     """The findings of a paper cell showing ``run``'s ``metric`` (the paper's encoder is MPNet)."""
-    return tuple(check_paper_cell(run, metric, encoder=PAPER_ENCODER, findings=_own_findings(run)))
-
-
-@functools.lru_cache(maxsize=None)
-def _own_findings(run: Run) -> tuple[Finding, ...]:
-    return tuple(check_run(run))
+    return tuple(check_paper_cell(run, metric, encoder=PAPER_ENCODER, findings=run.checked))
 
 
 def main_table(selected: dict[str, Any], resamples: int = 10_000, findings: list[Finding] | None = None,

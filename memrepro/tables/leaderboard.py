@@ -16,7 +16,7 @@ from typing import Any, Mapping, Sequence
 
 import pandas as pd
 
-from memrepro.checks import Finding, check_run, hardware_text, legend, tags, without
+from memrepro.checks import Finding, hardware_text, legend, tags, without
 from memrepro.evaluation.power import minimum_detectable_difference, standings
 from memrepro.evaluation.significance import paired_bootstrap
 from memrepro.tables.naming import labels
@@ -93,7 +93,7 @@ def leaderboard(runs: Sequence[Run], encoder: str, resamples: int = 10_000,
                 table[row][column.title] = "—"
                 notes.append(f"{column.title}: no {row} run on {encoder} yet (`make tables` runs it)")
                 continue
-            own = [f for f in without(check_run(run), ignore) if f.concerns(column.metric)]
+            own = [f for f in without(run.checked, ignore) if f.concerns(column.metric)]
             findings += [Finding(f.code, f.message, f.fix, f.metrics, f"{row}, {column.title}") for f in own]
             cell = run.record.summary.mean_text(column.metric) + tags(own)
             if row != "dense" and dense is not None:

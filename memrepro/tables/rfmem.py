@@ -15,12 +15,11 @@ contexts are not available here — those cells carry the reason instead of a ve
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 import pandas as pd
 
-from memrepro.checks import Finding, check_paper_cell, check_run, tags
+from memrepro.checks import Finding, check_paper_cell, tags
 from memrepro.evaluation.significance import paired_bootstrap
 from memrepro.reference import reference_at
 from memrepro.tables.reproduction import Cell
@@ -115,7 +114,6 @@ def build(table: str, rows: Sequence[Row], columns: Sequence[Column], block_labe
     records, bold_records, cells = [], [], []
     ours_values: list[dict[str, float | None]] = []
     marked: list[Finding] = []
-    own: dict[Path, list[Finding]] = {}
     for row in rows:
         ours, tagged = {}, {}
         for col in columns:
@@ -126,7 +124,7 @@ def build(table: str, rows: Sequence[Row], columns: Sequence[Column], block_labe
             if run is not None and value is not None:
                 found = check_paper_cell(run, col.metric, encoder=row.paper_encoder or None,
                                          latency=col.kind == "time",
-                                         findings=own.setdefault(run.folder, check_run(run)))
+                                         findings=run.checked)
                 tagged[col.label] = tags(found)
                 marked += [Finding(f.code, f.message, f.fix, f.metrics, f"{row.block} / {row.method}, {col.label}")
                            for f in found]

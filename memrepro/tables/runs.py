@@ -15,6 +15,7 @@ from typing import Any, Callable, Iterable
 
 import yaml
 
+from memrepro.checks import Finding, check_run
 from memrepro.experiments import SAFE_LOADER
 from memrepro.runs.folder import COMPLETE, read_queries, read_record, run_problem
 from memrepro.retrievers.rfmem.params import nest_flat_config
@@ -69,6 +70,11 @@ class Run:
     @cached_property
     def rows(self) -> list[dict[str, Any]]:
         return read_queries(self.folder)
+
+    @cached_property
+    def checked(self) -> tuple[Finding, ...]:
+        """The protocol check of the run's files (:func:`memrepro.checks.check_run`), for every cell showing it."""
+        return tuple(check_run(self))
 
     @property
     def dataset(self) -> str:

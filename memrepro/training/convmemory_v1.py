@@ -293,7 +293,8 @@ class V1Models(PerSeedArtifact):
         from memrepro.models.cross_encoder import CrossEncoderScorer
 
         name = str(self.recipe.teacher_model).format(seed=split.seed, split=split.name)
-        scorer = CrossEncoderScorer(name, path=name if Path(name).exists() else None, device=self.context.device)
+        scorer = CrossEncoderScorer(name, path=name if Path(name).exists() else None, device=self.context.device,
+                                    context=self.run_context)
         return lambda item: scorer.score([(item.inputs.query_text, item.inputs.memory_texts[int(p)])
                                           for p in item.inputs.candidates])
 
@@ -313,5 +314,5 @@ class V1Models(PerSeedArtifact):
         return model
 
     def load_published(self, name: str) -> ConvMemoryV1:
-        model, _ = load_v1(published_folder(name))
+        model, _ = load_v1(published_folder(name, self.run_context))
         return model

