@@ -303,7 +303,7 @@ def test_a_folder_that_is_no_run_is_bad_input(tmp_path: Path) -> None:
 # ------------------------------------------------------------------------------------------------ where it runs
 
 def test_a_per_seed_model_records_the_conversations_it_saw(tmp_path: Path, fixtures_dir: Path) -> None:
-    from memrepro.artifacts.per_seed import PerSeedArtifact, TrainingContext
+    from memrepro.artifacts.per_seed import PerSeedArtifact, TrainingContext, weights_sha256
     from memrepro.datasets.locomo import load_locomo
     from memrepro.models.cross_encoder import TRAINING_INFO
 
@@ -315,7 +315,9 @@ def test_a_per_seed_model_records_the_conversations_it_saw(tmp_path: Path, fixtu
 
         def train(self, split, out_dir: Path) -> None:
             out_dir.mkdir(parents=True)
-            (out_dir / TRAINING_INFO).write_text(json.dumps({"identity": self.identity()}))
+            (out_dir / "weights.bin").write_bytes(b"toy")
+            (out_dir / TRAINING_INFO).write_text(json.dumps({"identity": self.identity(),
+                                                             "weights_sha256": weights_sha256(out_dir)}))
 
         def load(self, folder: Path) -> str:
             return "ours"
