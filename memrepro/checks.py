@@ -281,9 +281,10 @@ def _fixed_by_first_stage(run: Any, pools: Mapping[str, int] | None = None) -> l
     described = run.record.retriever.get("first_stage") if isinstance(run.record.retriever, Mapping) else None
     first = (described or {}).get("name") if isinstance(described, Mapping) else None
     first = first or str((retriever.get("first_stage") or {}).get("_target_", "raw dense")).rsplit(".", 1)[-1]
-    return [Finding("fixed-by-first-stage", f"{_join(fixed)} of this {what} cannot differ from its first stage's "
-                    f"({first}): it reorders only the first stage's top {w}, so its top k for any k ≥ {w} holds the "
-                    f"first stage's memories",
+    return [Finding("fixed-by-first-stage", f"{_join(fixed)} of this {what} cannot differ from its own first "
+                    f"stage's ({first}, as computed inside this run): it reorders only the first stage's top {w}, so "
+                    f"its top k for any k ≥ {w} holds the first stage's memories (a separately computed {first} run "
+                    f"differs only where its own rankings do)",
                     f"compare it on a metric that reads the order inside the top {w} (mrr, hit@1, ndcg@10 or a "
                     f"cutoff below {w}) and report these columns as {first}'s", tuple(fixed))]
 

@@ -8,7 +8,6 @@ the traceback.
 
 from __future__ import annotations
 
-import dataclasses
 import difflib
 from typing import Sequence
 
@@ -65,17 +64,6 @@ class UnknownNameError(MemreproError, ValueError):
                          f"{', '.join(self.valid)}); {fix}")
 
 
-def unknown_config_key(key: str, schema: type) -> UnknownNameError:
-    """``key`` is not a field of ``schema``, the dataclass of the config node it would sit in. A key that other
-    options of its config group have (``retriever.recollection`` under ``retriever=dense``) names those options."""
-    elsewhere, block = _options_with_key(key)
-    if elsewhere:
-        return KeyOfOtherOptionsError(key, elsewhere, block)
-    fields = [f.name for f in dataclasses.fields(schema) if not f.name.startswith("_")]
-    return UnknownNameError("config key", key, fields, "fix the key; the config is a closed schema, so `+key=value` "
-                            "cannot add a key its schema does not have", within=key.rpartition(".")[0])
-
-
 class KeyOfOtherOptionsError(UnknownNameError):
     """A config key the chosen option of its group lacks and other options have: names them."""
 
@@ -90,15 +78,6 @@ class KeyOfOtherOptionsError(UnknownNameError):
         choose = "one of them" if len(self.valid) > 1 else "it"
         MemreproError.__init__(self, f"config key {key!r} is not one of the chosen {group}'s keys: {keys} belongs to "
                                      f"{group}={shown}; choose {choose} (e.g. {group}={self.valid[0]}) or drop the key")
-
-
-def _options_with_key(key: str) -> tuple[list[str], bool]:
-    """The options of ``key``'s config group that have it (``memrepro.options``); none for a key outside a group."""
-    from memrepro.config import GROUP_SCHEMAS  # the schemas import Hydra: read only when a key is refused
-    from memrepro.options import options_with_key
-
-    group = key.split(".")[0]
-    return options_with_key(key, dict(GROUP_SCHEMAS[group])) if group in GROUP_SCHEMAS else ([], False)
 
 
 def nearest(name: str, valid: Sequence[str], n: int = 3) -> list[str]:

@@ -13,6 +13,7 @@ import typing
 from functools import lru_cache
 from pathlib import Path
 
+from memrepro.errors import KeyOfOtherOptionsError, UnknownNameError
 from memrepro.paths import CONFIG_DIR
 
 SCHEMA_SUFFIX = "_schema"  # a schema's name in Hydra's ConfigStore (memrepro/config.py GROUP_SCHEMAS)
@@ -90,3 +91,22 @@ def options_with_key(key: str, schemas: dict[str, type]) -> tuple[list[str], boo
         return any(entry in having for entry in _yaml(CONFIG_DIR / group / f"{option}.yaml").get("defaults", []))
 
     return sorted(found, key=lambda option: (not direct(option), option)), block
+
+
+def unknown_config_key(key: str, schema: type) -> UnknownNameError:
+    """``key`` is not a field of ``schema``, the dataclass of the config node it would sit in. A key that other
+    options of its config group have (``retriever.recollection`` under ``retriever=dense``) names those options."""
+    elsewhere, block = _options_with_key(key)
+    if elsewhere:
+        return KeyOfOtherOptionsError(key, elsewhere, block)
+    fields = [f.name for f in dataclasses.fields(schema) if not f.name.startswith("_")]
+    return UnknownNameError("config key", key, fields, "fix the key; the config is a closed schema, so `+key=value` "
+                            "cannot add a key its schema does not have", within=key.rpartition(".")[0])
+
+
+def _options_with_key(key: str) -> tuple[list[str], bool]:
+    """The options of ``key``'s config group that have it (``memrepro.options``); none for a key outside a group."""
+    from memrepro.config import GROUP_SCHEMAS  # the schemas import Hydra: read only when a key is refused
+
+    group = key.split(".")[0]
+    return options_with_key(key, dict(GROUP_SCHEMAS[group])) if group in GROUP_SCHEMAS else ([], False)

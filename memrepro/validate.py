@@ -30,7 +30,8 @@ from typing import Any, Callable, Iterable, Mapping
 
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
-from memrepro.errors import ConfigError, MissingValueError, unknown_config_key
+from memrepro.errors import ConfigError, MissingValueError
+from memrepro.options import unknown_config_key
 
 # Allowed device names, mirrored from the modules that use them (importing those would load torch before validation).
 DEVICES = "auto, cpu, cuda or cuda:<n> (cuda only where torch sees a GPU)"
@@ -401,17 +402,11 @@ def _validate_devices(cfg: DictConfig, keys: Iterable[str] = ("runtime.device", 
 
 def check_values_set(cfg: DictConfig) -> None:
     """Every key without a default is set (:class:`memrepro.errors.MissingValueError` names the first that is not).
-    Hydra's own node is not ours to check: a sweep's job config, checked before its launch, has no
-    ``hydra.job.num`` yet."""
-    missing = []
-    for key in cfg:
-        if key == "hydra":
-            continue
-        if OmegaConf.is_missing(cfg, key):
-            missing.append(str(key))
-        elif isinstance(node := cfg._get_node(key), (DictConfig, ListConfig)):
-            missing += OmegaConf.missing_keys(node)
-    missing.sort()
+    Hydra's own node is Hydra's: a sweep's job config leaves ``hydra.job.num`` unset until the job launches."""
+    missing = sorted(
+        found for key in cfg if key != "hydra"
+        for found in ([key] if OmegaConf.is_missing(cfg, key) else
+                      OmegaConf.missing_keys(cfg[key]) if OmegaConf.is_dict(cfg[key]) else ()))  # full keys
     if missing:
         raise MissingValueError(missing[0])
 

@@ -113,14 +113,16 @@ def test_a_reranker_of_the_top_w_cannot_change_set_metrics_at_k_of_w_or_more() -
     cascade = view(metrics=metrics, retriever=CASCADE, described={"name": "cascade",
                                                                   "first_stage": {"name": "convmemory_v1"}})
     [finding] = [f for f in check_run(cascade) if f.code == "fixed-by-first-stage"]
-    assert finding.metrics == ("recall_list@10", "hit@10") and "(convmemory_v1)" in finding.message
+    assert finding.metrics == ("recall_list@10", "hit@10")
+    assert "(convmemory_v1, as computed inside this run)" in finding.message
     assert finding.concerns("hit@10") and not finding.concerns("mrr") and not finding.concerns("recall_list@5")
     wider = view(metrics=metrics, retriever={**CASCADE, "protected": 20})  # k = 10 < w = 20: can change
     assert "fixed-by-first-stage" not in codes(check_run(wider))
     assert "fixed-by-first-stage" not in codes(check_run(view(metrics=metrics)))  # dense: no reranker
     v1 = {"_target_": "memrepro.retrievers.convmemory_v1.ConvMemoryV1Retriever", "model": {"pool": 5}}
     [top5] = [f for f in check_run(view(metrics=metrics, retriever=v1)) if f.code == "fixed-by-first-stage"]
-    assert top5.metrics == ("recall_list@10", "hit@10", "recall_list@5") and "(raw dense)" in top5.message
+    assert top5.metrics == ("recall_list@10", "hit@10", "recall_list@5")
+    assert "(raw dense, as computed inside this run)" in top5.message
 
 
 def test_deeper_than_list_names_the_lower_bounds_and_the_exact_metrics() -> None:
@@ -303,7 +305,7 @@ def test_a_folder_that_is_no_run_is_bad_input(tmp_path: Path) -> None:
 # ------------------------------------------------------------------------------------------------ where it runs
 
 def test_a_per_seed_model_records_the_conversations_it_saw(tmp_path: Path, fixtures_dir: Path) -> None:
-    from memrepro.artifacts.per_seed import PerSeedArtifact, TrainingContext
+    from memrepro.artifacts.per_seed import PerSeedArtifact, TrainingContext, weights_sha256
     from memrepro.datasets.locomo import load_locomo
     from memrepro.models.cross_encoder import TRAINING_INFO
 
@@ -315,7 +317,9 @@ def test_a_per_seed_model_records_the_conversations_it_saw(tmp_path: Path, fixtu
 
         def train(self, split, out_dir: Path) -> None:
             out_dir.mkdir(parents=True)
-            (out_dir / TRAINING_INFO).write_text(json.dumps({"identity": self.identity()}))
+            (out_dir / "weights.bin").write_bytes(b"toy")
+            (out_dir / TRAINING_INFO).write_text(json.dumps({"identity": self.identity(),
+                                                             "weights_sha256": weights_sha256(out_dir)}))
 
         def load(self, folder: Path) -> str:
             return "ours"

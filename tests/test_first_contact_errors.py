@@ -78,7 +78,7 @@ CONFIG_CASES = {
     "wrong type in a block": (("retriever=rfmem", "retriever.recollection.alpha=high"),
                               ("retriever.recollection.alpha='high'", "a number in [0, 1]",
                                "(e.g. retriever.recollection.alpha=0.8)")),
-    "not a list": (("dataset.seeds=seven",), ("dataset.seeds='seven'", "a non-empty list of integers",
+    "not a list": (("dataset.seeds=seven",), ("dataset.seeds='seven'", "a non-empty list of distinct integers",
                                               "(e.g. dataset.seeds=[7,11,23,31,47])")),
     "not a bool": (("runtime.progress=maybe",), ("runtime.progress='maybe'", "true or false")),
     # a key of other options of its group: which options have it

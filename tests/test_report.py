@@ -365,7 +365,7 @@ def test_the_kept_cascade_against_v1_says_r10_and_hit10_cannot_differ(tmp_path: 
                             print).read_text(encoding="utf-8")
     box = _box(page)
     assert "fixed-by-first-stage" in box and "recall_list@10, hit@10" in box
-    assert "cannot differ from its first stage&#39;s (convmemory_v1)" in box
+    assert "cannot differ from its own first stage&#39;s (convmemory_v1, as computed inside this run)" in box
     rows = re.findall(r"<tr(?: class=\"overall\")?><td>(.*?)</tr>", page, re.S)
     overall = {r.split(" ", 1)[0].split("<", 1)[0]: r for r in rows if "<td>all</td>" in r}
     for metric in ("recall_list@10", "hit@10"):

@@ -18,7 +18,8 @@ from contextlib import contextmanager
 from typing import Any, Iterator
 
 from memrepro.errors import (EXIT_BAD_INPUT, EXIT_FAILED, EXIT_INTERRUPTED, EXIT_TERMINATED, ConfigError,
-                             MemreproError, MissingValueError, UnknownNameError, nearest, one_line, unknown_config_key)
+                             MemreproError, MissingValueError, UnknownNameError, nearest, one_line)
+from memrepro.options import unknown_config_key
 
 DEBUG_ENV = "MEMREPRO_DEBUG"
 
