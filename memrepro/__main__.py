@@ -46,8 +46,6 @@ COMMANDS: dict[str, Command] = {
                      "(Hydra; default: ConvMemory v1 + the cascade's cross-encoder)", "memrepro.cli.train:main"),
     "keep": Command("keep complete runs as compressed copies to commit (results/kept); --restore writes them back",
                     "memrepro.cli.keep:main"),
-    "migrate": Command("move runs written before run ids hashed algorithm versions to their current ids",
-                       "memrepro.cli.migrate:main"),
     "bench": Command("speed benchmarks side by side in one process (`bench scale`: 10k-1M memories vs FAISS)",
                      "memrepro.cli.bench:main"),
 }

@@ -2,8 +2,10 @@
 
 Each YAML file of a group lists its schema first in its defaults (``defaults: [<schema>, _self_]``), so a
 typo'd key or a wrong type fails at composition time with Hydra's own message. A field with a range, a list of
-allowed values or no bearing on the results is declared with ``param`` (``memrepro.validate``): the config check,
-a retriever built in Python, docs/parameters.md and the run id all read that one declaration.
+allowed values or no bearing on the results is declared with ``param`` (:mod:`memrepro.parameters`): the config
+check (:mod:`memrepro.validate`), a retriever built in Python, docs/parameters.md and the run id all read that one
+declaration. The schemas of code that checks its own arguments live with that code and are gathered here
+(``retrievers/schemas.py``, ``retrievers/rfmem/params.py``, ``training/recipes.py``, ``search.py``).
 """
 
 from __future__ import annotations
@@ -17,16 +19,15 @@ from omegaconf import MISSING, OmegaConf
 
 from memrepro.datasets import locomo, longmemeval, personabench, personamem  # their allowed names (no torch)
 from memrepro.datasets.gold_corrections import GOLD_LABELS, ORIGINAL
-from memrepro.errors import ConfigError
-from memrepro.limits import DEFAULT_CHUNK_BYTES, SEARCH_BACKENDS
-from memrepro.models.convmemory_v1_shape import V1_DEFAULT_SHAPE, WINDOW_MODES
+from memrepro.models.convmemory_v1_shape import WINDOW_MODES
+from memrepro.parameters import (DEVICE, INTEGER, NAME, NON_EMPTY_INTEGERS, distinct_list, integer_at_least,
+                                 integer_in, number_above, one_of, param)
 from memrepro.paths import folder_path
 from memrepro.retrievers.arms import ARMS
-from memrepro.retrievers.rfmem.params import (COSINE, ENGINES, LATENCY_SCOPES, FamiliarityParams, GateParams,
-                                              RecollectionParams, refuse_faithful_only_variants)
-from memrepro.training.recipes import CrossEncoderRecipe, V1Recipe
-from memrepro.validate import (DEVICE, INTEGER, NAME, NON_EMPTY_INTEGERS, Rule, distinct_list, integer_at_least,
-                               integer_in, number_above, number_in, one_of, param)
+from memrepro.retrievers.schemas import (BM25RetrieverConfig, DenseRetrieverConfig, RecollectionRetrieverConfig,
+                                         RFMemRetrieverConfig)
+from memrepro.search import SearchConfig
+from memrepro.training.recipes import CrossEncoderRecipe, V1ModelsConfig
 
 
 # Fields every dataset schema has (a field declaration is one object per class, hence functions): where the data
@@ -112,75 +113,6 @@ class FakeEncoderConfig:
     seed: int = 0
 
 
-MODES = ("full", "topk")  # a full ranking of every memory | the k best (dense, BM25)
-
-
-def _topk_needs_k(values: Mapping[str, Any], prefix: str) -> None:
-    """``check_together`` of the retrievers with ``mode=topk``: it returns the ``k`` best, so it needs a ``k``."""
-    if values["mode"] == "topk" and values["k"] is None:
-        raise ConfigError(f"{prefix}.k", None, f"an integer >= 1 when {prefix}.mode=topk")
-
-
-def _chunk_bytes() -> Any:
-    """The memory bound of a similarity search, in bytes; results do not depend on it."""
-    return param(DEFAULT_CHUNK_BYTES, integer_at_least(1), changes_results=False)
-
-
-@dataclass
-class DenseRetrieverConfig:
-    _target_: str = "memrepro.retrievers.dense.DenseRetriever"
-    mode: str = param("full", one_of(*MODES))
-    k: Optional[int] = param(None, integer_at_least(1))
-    min_sim: Optional[float] = param(None, COSINE)  # cosine floor of mode=topk
-    chunk_bytes: int = _chunk_bytes()
-    name: str = "dense"
-
-    check_together = staticmethod(_topk_needs_k)
-
-
-@dataclass
-class RecollectionRetrieverConfig:
-    """RF-Mem Recollection alone (docs/retrievers.md#recollection): ``retriever.recollection.<field>``; the
-    parameters and their defaults are ``RecollectionParams``'s (one place), which the engines take whole."""
-
-    _target_: str = "memrepro.retrievers.rfmem.retriever.RecollectionRetriever"
-    # the engines rank identically; each still has runs of its own, so the two can be compared
-    engine: str = param("faithful", one_of(*ENGINES),  # faithful (per-query reference) | compiled (numba)
-                        changes_results=False, in_run_id=True)
-    recollection: RecollectionParams = field(default_factory=RecollectionParams)
-    latency_scope: str = param("path_only", one_of(*LATENCY_SCOPES), changes_results=False)  # path_only |
-    #   gate_plus_path: what a query's latency_ms covers
-
-    @staticmethod
-    def check_together(values: Mapping[str, Any], prefix: str) -> None:
-        if values["engine"] != "faithful":
-            refuse_faithful_only_variants(values["recollection"], values["engine"], f"{prefix}.recollection")
-
-
-@dataclass
-class RFMemRetrieverConfig(RecollectionRetrieverConfig):
-    """RF-Mem (docs/retrievers.md#rf-mem): familiarity gate (``retriever.gate``) → dense top-K
-    (``retriever.familiarity``) or Recollection (``retriever.recollection``)."""
-
-    _target_: str = "memrepro.retrievers.rfmem.retriever.RFMemRetriever"
-    gate: GateParams = field(default_factory=GateParams)
-    familiarity: FamiliarityParams = field(default_factory=FamiliarityParams)
-    chunk_bytes: int = _chunk_bytes()  # memory bound of the faithful engine's Familiarity-path search
-
-
-@dataclass
-class V1ModelsConfig:
-    _target_: str = "memrepro.training.convmemory_v1.V1Models"
-    recipe: V1Recipe = field(default_factory=V1Recipe)
-    path: Optional[str] = None  # explicit checkpoint folder or template with {seed}
-    published: Optional[str] = None  # e.g. Purdy0228/ConvMemory-LoCoMo-MPNet (online; one model for all seeds)
-    train_on_demand: bool = True
-    pool: int = param(V1_DEFAULT_SHAPE.pool, integer_at_least(1))
-    raw_weight: float = param(V1_DEFAULT_SHAPE.raw_weight, number_in(0.0, 1.0))
-    router_block_size: int = param(V1_DEFAULT_SHAPE.router_block_size, integer_at_least(0))  # 0: no block router
-    lexical_features: bool = V1_DEFAULT_SHAPE.lexical_features
-
-
 @dataclass
 class ConvMemoryV1RetrieverConfig:
     _target_: str = "memrepro.retrievers.convmemory_v1.ConvMemoryV1Retriever"
@@ -225,46 +157,6 @@ class FullPoolRetrieverConfig:
     pool: int = param(500, integer_at_least(1))
 
 
-BM25_METHODS = ("robertson", "lucene", "atire", "bm25l", "bm25+")  # the BM25 variants bm25s scores
-
-
-def _bm25_stopwords_ok(value: Any) -> bool:
-    """Whether bm25s has stop words for ``value`` (a language name or code), asked of bm25s itself."""
-    import bm25s
-
-    try:
-        bm25s.tokenize(["a"], stopwords=value, show_progress=False)
-    except (ValueError, TypeError):
-        return False
-    return True
-
-
-def _stemmer_ok(value: Any) -> bool:
-    try:
-        import Stemmer  # PyStemmer
-    except ImportError:
-        return False
-    return value in Stemmer.algorithms()
-
-
-@dataclass
-class BM25RetrieverConfig:
-    _target_: str = "memrepro.retrievers.bm25.BM25Retriever"
-    mode: str = param("full", one_of(*MODES))
-    k: Optional[int] = param(None, integer_at_least(1))
-    k1: float = param(1.5, number_above(0.0, inclusive=True))  # term-frequency saturation (0: binary)
-    b: float = param(0.75, number_in(0.0, 1.0))  # length normalisation
-    method: str = param("lucene", one_of(*BM25_METHODS))
-    stopwords: Optional[str] = param("en", Rule(lambda v: isinstance(v, str) and _bm25_stopwords_ok(v),
-                                                "a language bm25s has stop words for (en, de, fr, es, ...)", "en"))
-    stemmer: Optional[str] = param(None, Rule(lambda v: isinstance(v, str) and _stemmer_ok(v),
-                                              "a Snowball stemmer PyStemmer knows (english, ...; pip install "
-                                              "PyStemmer)", "english"))
-    name: str = "bm25"
-
-    check_together = staticmethod(_topk_needs_k)
-
-
 @dataclass
 class ExternalRetrieverConfig:
     """``retriever=external retriever.target=my_pkg.MyRetriever``: any object with the public Retriever Protocol."""
@@ -305,25 +197,8 @@ class RuntimeConfig:
     torch_threads: Optional[int] = param(None, integer_in(1, os.cpu_count() or 1, why="this machine's CPU count"))
     progress: bool = True
     batch_size: int = param(1024, integer_at_least(1))  # queries per retriever call in the batched pass
-    checkpoint_every_s: float = param(60.0, number_above(0.0, inclusive=True))  # finished batches are saved at
-    #   most this often (0: every batch); see resume.py
-
-
-@dataclass
-class SearchConfig:
-    """Exact search backend by episode size (``memrepro.search.SearchOptions``); approximate ones on request."""
-
-    backend: str = param("auto", one_of(*SEARCH_BACKENDS))
-    faiss_min_memories: int = param(4096, integer_at_least(1))
-    margin: int = param(16, integer_at_least(0))
-    ivf_nlist: Optional[int] = param(None, integer_at_least(1))
-    ivf_nprobe: int = param(16, integer_at_least(1))
-    hnsw_m: int = param(32, integer_at_least(2))
-    hnsw_ef_construction: int = param(40, integer_at_least(1))
-    hnsw_ef_search: int = param(128, integer_at_least(1))
-    # approximate backends: recall@k against exact search over the first recall_queries queries, in metrics.json
-    recall_k: int = param(10, integer_at_least(1))
-    recall_queries: int = param(1000, integer_at_least(1))
+    # finished batches are saved at most this often (0: every batch); see resume.py
+    checkpoint_every_s: float = param(60.0, number_above(0.0, inclusive=True))
 
 
 @dataclass
@@ -360,7 +235,8 @@ class RunConfig:
     checks: ChecksConfig = param(default_factory=ChecksConfig, changes_results=False)
     overwrite: bool = param(False, changes_results=False)
     # Chosen by `first_stage=…` / `cross_encoder=…` / `arm=…` and read by the cascade presets through
-    # interpolation (`retriever.first_stage: ${first_stage}`), so they reach a run id only through the retriever.
+    # interpolation (`retriever.first_stage: ${first_stage}`), so they reach a run id only through the retriever:
+
     first_stage: Any = param(None, in_run_id=False)
     cross_encoder: Any = param(None, in_run_id=False)
     arm: str = param("full_text", one_of(*ARMS), in_run_id=False)
@@ -380,8 +256,8 @@ class TrainConfig:
     arm: str = param("full_text", one_of(*ARMS))
     paths: PathsConfig = field(default_factory=PathsConfig)
     runtime: RuntimeConfig = field(default_factory=RuntimeConfig)
-    seeds: List[int] = param(default_factory=list, rule=distinct_list(INTEGER, "integers", non_empty=False))  # empty:
-    #   every split seed
+    # empty: every split seed
+    seeds: List[int] = param(default_factory=list, rule=distinct_list(INTEGER, "integers", non_empty=False))
 
 
 RUN_FILE_FORMATS = ("auto", "trec", "jsonl")  # auto: told apart by the file's first line

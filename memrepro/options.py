@@ -14,6 +14,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from memrepro.errors import KeyOfOtherOptionsError, UnknownNameError
+from memrepro.parameters import unknown_field
 from memrepro.paths import CONFIG_DIR
 
 SCHEMA_SUFFIX = "_schema"  # a schema's name in Hydra's ConfigStore (memrepro/config.py GROUP_SCHEMAS)
@@ -97,11 +98,7 @@ def unknown_config_key(key: str, schema: type) -> UnknownNameError:
     """``key`` is not a field of ``schema``, the dataclass of the config node it would sit in. A key that other
     options of its config group have (``retriever.recollection`` under ``retriever=dense``) names those options."""
     elsewhere, block = _options_with_key(key)
-    if elsewhere:
-        return KeyOfOtherOptionsError(key, elsewhere, block)
-    fields = [f.name for f in dataclasses.fields(schema) if not f.name.startswith("_")]
-    return UnknownNameError("config key", key, fields, "fix the key; the config is a closed schema, so `+key=value` "
-                            "cannot add a key its schema does not have", within=key.rpartition(".")[0])
+    return KeyOfOtherOptionsError(key, elsewhere, block) if elsewhere else unknown_field(key, schema)
 
 
 def _options_with_key(key: str) -> tuple[list[str], bool]:

@@ -110,9 +110,7 @@ def run(cfg: DictConfig, retriever: Retriever | None = None, context: RunContext
     prepared = _prepare(cfg, retriever, timings, context)
     folder, run_id = prepared.folder, prepared.run_id
     checkpoint = RetrievalCheckpoint.for_run(folder, float(cfg.runtime.checkpoint_every_s))
-    problem = run_problem(folder) if is_complete(folder) else None
-    if problem:
-        log.warning("%s; the run is recomputed", problem)
+    problem = run_problem(folder) if is_complete(folder) else None  # a damaged marker or file: incomplete
     kept = KeptRuns(Path(cfg.paths.results_dir), Path(cfg.paths.kept_dir))
     restored = False
     if cfg.overwrite or not is_complete(folder) or problem or stale_siblings(folder):
@@ -120,10 +118,12 @@ def run(cfg: DictConfig, retriever: Retriever | None = None, context: RunContext
             recover(folder)  # a commit a kill interrupted: finished or undone, never listed as a run
             if cfg.overwrite:
                 checkpoint.discard()
-            elif not is_complete(folder):  # a kept copy of this very run (said below, with what recomputing costs)
+            elif problem or not is_complete(folder):  # a kept copy of this very run (said below, with its cost)
                 restored = kept.restore_or_warn(folder, "the run is recomputed", announce=False)
+            if problem and not cfg.overwrite:
+                log.warning("%s; %s", problem, "restored from its kept copy" if restored else "the run is recomputed")
             # another process may have completed it meanwhile
-            if cfg.overwrite or not is_complete(folder) or run_problem(folder):
+            if cfg.overwrite or run_problem(folder):
                 reused = ReusedSplits() if cfg.overwrite else _reusable_splits(prepared, kept)
                 return _compute(cfg, context, prepared, checkpoint, timings, reused)
             checkpoint.discard()  # complete (a commit finished by recover): its checkpoint is spent

@@ -28,13 +28,31 @@ from __future__ import annotations
 
 import math
 import warnings
-from dataclasses import dataclass, field
-from typing import Any, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any, Mapping, Optional, Sequence
 
 import numpy as np
 
-from memrepro.limits import DEFAULT_CHUNK_BYTES, EXACT_BACKENDS
+from memrepro.limits import DEFAULT_CHUNK_BYTES, EXACT_BACKENDS, SEARCH_BACKENDS
+from memrepro.parameters import check_node, integer_at_least, one_of, param
 from memrepro.types import Episode
+
+
+@dataclass
+class SearchConfig:
+    """Exact search backend by episode size (``memrepro.search.SearchOptions``); approximate ones on request."""
+
+    backend: str = param("auto", one_of(*SEARCH_BACKENDS))
+    faiss_min_memories: int = param(4096, integer_at_least(1))
+    margin: int = param(16, integer_at_least(0))
+    ivf_nlist: Optional[int] = param(None, integer_at_least(1))
+    ivf_nprobe: int = param(16, integer_at_least(1))
+    hnsw_m: int = param(32, integer_at_least(2))
+    hnsw_ef_construction: int = param(40, integer_at_least(1))
+    hnsw_ef_search: int = param(128, integer_at_least(1))
+    # approximate backends: recall@k against exact search over the first recall_queries queries, in metrics.json
+    recall_k: int = param(10, integer_at_least(1))
+    recall_queries: int = param(1000, integer_at_least(1))
 
 
 @dataclass(frozen=True)
@@ -51,11 +69,6 @@ class SearchOptions:
     hnsw_ef_search: int = 128
 
     def __post_init__(self) -> None:
-        from dataclasses import asdict
-
-        from memrepro.config import SearchConfig
-        from memrepro.validate import check_node
-
         check_node(asdict(self), SearchConfig, "search")  # the rules ``search.*`` declares, with their message
 
     @property

@@ -39,14 +39,24 @@ def build(node: DictConfig, context: RunContext | None = None) -> Any:
     in InstantiationException, which would bury 'file X, record Y, field Z' under a Hydra traceback. A target whose
     constructor takes a ``context`` (an encoder that resolves model weights) is given ``context``."""
     try:
-        return instantiate(node, **({"context": context} if context is not None and _takes_context(node) else {}))
+        if context is not None and _takes_context(node):
+            # handed to the constructor itself: Hydra would copy a keyword argument into the config
+            return instantiate(node, _partial_=True)(context=context)
+        return instantiate(node)
     except InstantiationException as exc:
-        cause = exc.__cause__
-        if isinstance(cause, MemreproError):
-            raise cause from None
-        if isinstance(cause, ValueError):  # a constructor refusing a value: bad input, named by its config group
-            raise BadValueError(f"config {_node_key(node)}: {cause}; fix the override or the config file") from None
+        _refused(node, exc.__cause__)
         raise
+    except ValueError as exc:
+        _refused(node, exc)
+        raise
+
+
+def _refused(node: DictConfig, cause: BaseException | None) -> None:
+    """Raise memrepro's own error, or a constructor's ValueError as bad input named by its config group."""
+    if isinstance(cause, MemreproError):
+        raise cause from None
+    if isinstance(cause, ValueError):
+        raise BadValueError(f"config {_node_key(node)}: {cause}; fix the override or the config file") from None
 
 
 class BadValueError(MemreproError, ValueError):

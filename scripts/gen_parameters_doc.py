@@ -2,7 +2,7 @@
 
 Every key comes from the dataclasses registered in Hydra's ConfigStore (``memrepro/config.py``, plus ``eval``'s
 schema), with its type, its default, the range or choices its declaration gives (``param(...)``, what
-``memrepro/validate.py`` checks) and whether it is part of the run id; the description is the comment the field
+``memrepro/parameters.py`` checks) and whether it is part of the run id; the description is the comment the field
 carries in its dataclass. The presets of each config group come from
 ``conf/<group>/*.yaml``: what each one builds on and which keys it sets.
 
@@ -35,7 +35,7 @@ from omegaconf import MISSING, OmegaConf  # noqa: E402
 
 import memrepro.config  # noqa: E402,F401  (registers every schema)
 from memrepro.config import PathsConfig  # noqa: E402
-from memrepro import validate  # noqa: E402
+from memrepro import parameters  # noqa: E402
 from memrepro.experiments import DEFAULT_LIST, PRESET_GROUP, load_experiments  # noqa: E402
 from memrepro.paths import FOLDERS  # noqa: E402
 
@@ -128,31 +128,39 @@ def _code(value: Any) -> str:
 
 
 def _comments_of(cls: type) -> dict[str, str]:
-    """The comment on each field's line of one class body, with its indented continuation lines."""
+    """The comment on each field of one class body: the comment lines above it and the one ending its line."""
     try:
         source = textwrap.dedent(inspect.getsource(cls))
     except (OSError, TypeError):
         return {}
     field_at = {node.lineno: node.target.id for node in ast.parse(source).body[0].body
                 if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name)}
-    return _trailing_comments(source, field_at)
+    return _trailing_comments(source, field_at, above=True)
 
 
-def _trailing_comments(source: str, key_at: dict[int, str]) -> dict[str, str]:
-    """``{key: comment}`` for the keys at the given lines: the comment ending that line, plus the comment-only lines
-    right below it whose text is indented (a continuation)."""
+def _trailing_comments(source: str, key_at: dict[int, str], above: bool = False) -> dict[str, str]:
+    """``{key: comment}`` for the keys at the given lines: with ``above``, the comment-only lines right above the
+    key's line (a comment that heads a section stands apart, after a blank line); then the comment ending that
+    line, plus the comment-only lines right below it whose text is indented (a continuation)."""
     comments: dict[str, str] = {}
     current, current_line = None, 0
+    block: list[str] = []  # the comment-only lines right above the line being read
     for number, line in enumerate(source.splitlines(), start=1):
         code, hash_, text = line.partition("#")
-        if number in key_at and hash_ and code.strip():
-            current, current_line = key_at[number], number
-            comments[current] = text.strip()
-        elif current and number == current_line + 1 and hash_ and not code.strip() and text.startswith("  "):
+        comment_only = bool(hash_) and not code.strip()
+        if number in key_at:
+            trailing = [text.strip()] if hash_ and code.strip() else []
+            parts = [" ".join(block)] if above and block else []
+            if parts or trailing:
+                comments[key_at[number]] = "; ".join(parts + trailing)
+            current, current_line = (key_at[number], number) if trailing else (None, 0)
+            block = []
+        elif current and number == current_line + 1 and comment_only and text.startswith("  "):
             comments[current] += " " + text.strip()
             current_line = number
         else:
             current = None
+            block = [*block, text.strip()] if comment_only else []
     return comments
 
 
@@ -185,21 +193,21 @@ def _yaml_comments(path: Path) -> dict[str, str]:
 
 
 def _allowed(cls: type, key: str) -> str:
-    """The rule the field at ``key`` of ``cls`` declares (what memrepro/validate.py checks), in its own words; a
+    """The rule the field at ``key`` of ``cls`` declares (what memrepro/parameters.py checks), in its own words; a
     dash when it declares none."""
     node, _, name = key.rpartition(".")
-    rule = validate.declared_rules(cls).get(name)
+    rule = parameters.declared_rules(cls).get(name)
     return _cell(rule.allowed) if rule else "—"
 
 
 def _identity(spec: dataclasses.Field, outside: bool) -> str:
     """What the field's declaration says about results and the run id (``outside``: its parent node is not part
     of the run id)."""
-    if outside or not (validate.in_run_id(spec) or validate.changes_results(spec)):
+    if outside or not (parameters.in_run_id(spec) or parameters.changes_results(spec)):
         return "changes no result: not part of the run id"
-    if not validate.in_run_id(spec):
+    if not parameters.in_run_id(spec):
         return "part of the run id only through the retriever node that reads it"
-    if not validate.changes_results(spec):
+    if not parameters.changes_results(spec):
         return "changes no ranking, yet part of the run id (a run of its own)"
     return ""
 
@@ -245,7 +253,7 @@ def _rows(cls: type, prefix: str, notes: dict[str, str], composed: Any = None, g
             if shown is not None:
                 shown.add(tp)
             yield from _rows(tp, f"{key}.", notes, composed,
-                             outside=outside or not (validate.in_run_id(spec) or validate.changes_results(spec)))
+                             outside=outside or not (parameters.in_run_id(spec) or parameters.changes_results(spec)))
             continue
         default = _lookup(composed, key) if composed is not None else MISSING
         if default is MISSING and cls is PathsConfig:  # set by conf/paths/default.yaml, not by the schema

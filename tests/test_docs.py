@@ -182,7 +182,7 @@ def test_parameters_page_lists_every_schema_key_with_its_range() -> None:
         assert f"| `retriever.gate.{name}` |" in page, name
     for name in RunConfig.__dataclass_fields__:
         assert re.search(rf"\| `{name}(\.\w+)*` \|", page), name
-    # the ranges are validate.py's own words
+    # the ranges are the declared rules' own words
     assert "| `retriever.recollection.alpha` | float | `0.8` | a number in [0, 1] |" in page
     assert "| `runtime.batch_size` | int | `1024` | an integer >= 1 |" in page
 

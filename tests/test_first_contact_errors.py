@@ -189,7 +189,6 @@ USAGE_CASES = {
     "tables with an unknown flag": (["tables", "--bogus"], "unrecognized arguments: --bogus"),
     "data without a subcommand": (["data"], "the following arguments are required: command"),
     "data check of an unknown benchmark": (["data", "check", "--benchmark", "nope"], "invalid choice: 'nope'"),
-    "migrate with an unknown flag": (["migrate", "--bogus"], "unrecognized arguments: --bogus"),
     "experiments with an unknown flag": (["experiments", "--bogus"], "unrecognized arguments: --bogus"),
     "export with an unknown flag": (["export", "--bogus"], "unrecognized arguments"),
     "leaderboard with an unknown flag": (["leaderboard", "--bogus"], "unrecognized arguments: --bogus"),

@@ -46,8 +46,8 @@ MEMOIZED = {
     ("memrepro.tables.conditions", "_composed"): "Hydra's composition of the packaged conf/ for an entry",
     ("memrepro.tables.convmemory", "cross_encoder_presets"): "the packaged conf/cross_encoder presets",
     ("memrepro.tables.presets", "preset"): "Hydra's composition of a packaged preset",
-    ("memrepro.validate", "_hints"): "pure function of a class",
-    ("memrepro.validate", "declared_rules"): "pure function of a class",
+    ("memrepro.parameters", "field_hints"): "pure function of a class",
+    ("memrepro.parameters", "declared_rules"): "pure function of a class",
     ("memrepro.validate", "_declares_checks"): "pure function of a class",
 }
 

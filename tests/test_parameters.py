@@ -21,6 +21,7 @@ from omegaconf import OmegaConf
 from memrepro.api import evaluate
 from memrepro.config import GROUP_SCHEMAS, RunConfig
 from memrepro.errors import ConfigError, UnknownNameError
+from memrepro.parameters import changes_results, declared_rules, in_run_id
 from memrepro.retrievers.bm25 import BM25Retriever
 from memrepro.retrievers.dense import DenseRetriever
 from memrepro.retrievers.rfmem.params import RecollectionParams, validate_recollection
@@ -28,13 +29,13 @@ from memrepro.retrievers.rfmem.retriever import RecollectionRetriever, RFMemRetr
 from memrepro.runs.identity import (NON_MEASURING_RETRIEVER_KEYS, RETRIEVER_SETTINGS, RUN_SETTINGS, SOURCE_SETTINGS,
                                    algorithm_versions, run_id_payload, semantic_config)
 from memrepro.training.recipes import CrossEncoderRecipe, V1Recipe
-from memrepro.validate import changes_results, declared_rules, in_run_id, validate_retriever, validate_run_config
+from memrepro.validate import validate_retriever, validate_run_config
 from tests.test_cli import memrepro
 
 CONF = Path(__file__).resolve().parents[1] / "conf"
 RECIPES = (V1Recipe, CrossEncoderRecipe)
-BUILT_BY_CONSTRUCTOR = (BM25Retriever, DenseRetriever, RecollectionRetriever, RFMemRetriever)  # they validate their
-#   arguments
+# they validate their arguments
+BUILT_BY_CONSTRUCTOR = (BM25Retriever, DenseRetriever, RecollectionRetriever, RFMemRetriever)
 # candidates for an out-of-range value, by the field's type: the first its rule refuses is used
 CANDIDATES = {int: (-1, 0, 10**9), float: (-1.5, 1.5, 10**9), str: ("not-a-choice",), list: ([], ["x", "x"])}
 
@@ -214,3 +215,18 @@ def test_an_unimportable_retriever_target_is_an_error_naming_it() -> None:
     # name, have no version to read
     assert algorithm_versions(cfg["retriever"], recorded=True) == {"memrepro.retrievers.cascade.CascadeRetriever": 1}
     assert algorithm_versions({"external": True, "target": "notebook.make.<locals>.Mine"}) == {}
+
+
+def test_bm25_defaults_live_in_its_schema_alone() -> None:
+    """The preset names its schema and sets nothing: each default is the declaration's (and the constructor's,
+    which reads it: test_schema_signatures)."""
+    import yaml
+
+    from memrepro.paths import CONFIG_DIR
+
+    preset = yaml.safe_load((CONFIG_DIR / "retriever" / "bm25.yaml").read_text(encoding="utf-8"))
+    assert preset == {"defaults": ["bm25_schema", "_self_"]}
+    built = BM25Retriever()
+    schema = GROUP_SCHEMAS["retriever"]["bm25_schema"]
+    assert {name: getattr(built, attr) for name, attr in (("k1", "k1"), ("b", "b"), ("method", "method"))} == {
+        "k1": schema.k1, "b": schema.b, "method": schema.method}

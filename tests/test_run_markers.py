@@ -20,8 +20,7 @@ from memrepro.provenance import config_hash
 from memrepro.runs.folder import COMPLETE, read_manifest, run_problem
 from memrepro.runs.identity import run_id_payload
 from memrepro.runs.kept import KeptRunError, KeptRuns, read_kept_file
-from memrepro.runs.migrate import ENCODER_RECORD_ONLY
-from memrepro.runs.record import RunRecord
+from memrepro.runs.record import ENCODER_RECORD_ONLY, RunRecord
 from memrepro.tables.report import kept_runs_table
 from memrepro.tables.runs import complete_runs
 from tests.test_seed_reuse import run_locomo

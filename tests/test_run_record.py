@@ -1,10 +1,9 @@
 """The run record (metrics.json) is typed and checked when read; the run id hashes what decides rankings only
-(settings such as latency_scope do not split it) plus each retriever's ALGORITHM_VERSION; old runs migrate."""
+(settings such as latency_scope do not split it) plus each retriever's ALGORITHM_VERSION."""
 
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import pytest
@@ -13,10 +12,8 @@ from hydra import compose, initialize_config_dir
 
 import memrepro.config  # noqa: F401  (registers the schemas)
 from memrepro import runner
-from memrepro.runs.migrate import legacy_run_id, migrate
 from memrepro.paths import CONFIG_DIR
 from memrepro.provenance import config_hash
-from memrepro.runs.folder import COMPLETE, read_record, run_problem
 from memrepro.retrievers.dense import DenseRetriever
 from memrepro.runs.identity import run_id_payload
 from memrepro.runs.record import SCHEMA_VERSION, RunRecord, RunRecordError
@@ -124,7 +121,7 @@ def test_an_algorithm_version_bump_invalidates_stale_runs(monkeypatch: pytest.Mo
     assert _id(cascade) != before["cascade"]  # a stage's fix reaches the retrievers built on it
 
 
-# ---------------------------------------------------------------------------------------------------- migration
+# ---------------------------------------------------------------------------------------------------- stale runs
 
 
 @pytest.fixture()
@@ -133,52 +130,6 @@ def results(tmp_path: Path, fixtures_dir: Path, monkeypatch: pytest.MonkeyPatch)
     monkeypatch.setenv("MEMREPRO_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.setenv("MEMREPRO_RESULTS_DIR", str(tmp_path / "results"))
     return tmp_path / "results"
-
-
-def _as_schema_1(cfg) -> tuple[runner.RunOutcome, Path]:
-    """A fresh run, then the same run moved to the folder a schema-1 memrepro wrote: its old id, no
-    schema_version, the old id in run.trec, a manifest of those files."""
-    fresh = runner.run(cfg)
-    record = fresh.record
-    identity = {k: v for k, v in record.encoder.items() if k != "label"}
-    old_id = legacy_run_id(cfg, record.provenance.data_sha256, identity)
-    assert old_id != fresh.folder.name  # the rule changed: without migration the run would be recomputed
-    legacy = fresh.folder.with_name(old_id)
-    shutil.copytree(fresh.folder, legacy)
-    shutil.rmtree(fresh.folder)
-    document = record.to_json()
-    del document["schema_version"], document["migrated_from"], document["provenance"]["algorithm_versions"]
-    document["run_id"] = document["provenance"]["config_hash"] = old_id
-    (legacy / "metrics.json").write_text(json.dumps(document))
-    (legacy / "run.trec").write_text((legacy / "run.trec").read_text().replace(fresh.folder.name, old_id))
-    mark_complete(legacy)
-    assert run_problem(legacy) is None
-    return fresh, legacy
-
-
-def test_a_run_written_under_the_old_id_rule_migrates_and_is_then_reused(results: Path) -> None:
-    cfg = _cfg("retriever=rfmem", "retriever.recollection.k=5", "runtime.batch_size=64")
-    fresh, legacy = _as_schema_1(cfg)
-    record = fresh.record
-    old_id = legacy.name
-    (legacy / "notes.md").write_text("my notes\n")  # a user's own file in the run folder
-    (moved,) = migrate(results, echo=lambda line: None)
-    assert moved.new == fresh.folder and not legacy.exists() and run_problem(fresh.folder) is None
-    assert (fresh.folder / "notes.md").read_text() == "my notes\n" and "kept notes.md" in moved.note
-    migrated = read_record(fresh.folder)
-    assert migrated.migrated_from == old_id and migrated.run_id == fresh.folder.name
-    assert migrated.provenance.algorithm_versions == record.provenance.algorithm_versions != {}
-    assert migrated.summary == record.summary and (fresh.folder / "run.trec").read_text().split()[5] == migrated.run_id
-    again = runner.run(cfg)
-    assert again.skipped and again.folder == fresh.folder  # found, not recomputed
-
-
-def test_a_run_of_a_retriever_fixed_since_is_left_to_recompute(results: Path,
-                                                              monkeypatch: pytest.MonkeyPatch) -> None:
-    _, legacy = _as_schema_1(_cfg("retriever=dense"))
-    monkeypatch.setattr(DenseRetriever, "ALGORITHM_VERSION", 2)  # a fix after the run was computed
-    (left,) = migrate(results, echo=lambda line: None)
-    assert left.new is None and legacy.exists() and "DenseRetriever changed since it was computed" in left.note
 
 
 def test_tables_skip_a_run_of_a_retriever_fixed_since(results: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -200,3 +151,57 @@ def test_a_fix_to_one_arm_leaves_the_other_settings_runs_valid() -> None:
     shuffled = run_id_payload(_cfg("retriever=cascade", "first_stage=dense", "arm=shuffled_memory_text"), "0" * 64,
                               {})["algorithm"]
     assert full[cascade] == 1 and shuffled[cascade] == 2
+
+
+# ---------------------------------------------------------------------------------------------------- one owner
+
+
+def _calls(predicate) -> list[str]:
+    """``file:line`` of every call in memrepro/ that ``predicate(call node)`` accepts."""
+    import ast
+
+    package = Path(__file__).resolve().parents[1] / "memrepro"
+    found = []
+    for path in sorted(package.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Call) and predicate(node):
+                found.append(f"{path.relative_to(package.parent)}:{node.lineno}")
+    return found
+
+
+def _names_metrics_json(node) -> bool:
+    import ast
+
+    return any(isinstance(n, ast.Constant) and n.value == "metrics.json" for n in ast.walk(node))
+
+
+def _called(node) -> str:
+    import ast
+
+    func = node.func
+    if isinstance(func, ast.Attribute):
+        owner = func.value.id if isinstance(func.value, ast.Name) else ""
+        return f"{owner}.{func.attr}" if owner else func.attr
+    return func.id if isinstance(func, ast.Name) else ""
+
+
+def test_one_writer_of_metrics_json() -> None:
+    """The file is written in one place (the run folder's writer), from a record made in one place
+    (RunRecord.build, which run and eval both call): its format cannot drift between two authors."""
+    writes = _calls(lambda node: "write" in _called(node).lower() and _names_metrics_json(node))
+    assert [where.rpartition(":")[0] for where in writes] == ["memrepro/runs/folder.py"], writes
+    made = _calls(lambda node: _called(node) in {"RunRecord.new", "RunRecord"})
+    assert {where.rpartition(":")[0] for where in made} <= {"memrepro/runs/record.py"}, made
+    built = _calls(lambda node: _called(node) == "RunRecord.build")
+    assert sorted(where.rpartition(":")[0] for where in built) == ["memrepro/cli/eval.py", "memrepro/runner.py"]
+
+
+def test_the_writer_walk_sees_a_second_writer() -> None:
+    import ast
+
+    node = ast.parse('writer.write_json("metrics.json", document)').body[0].value
+    assert "write" in _called(node) and _names_metrics_json(node)
+    node = ast.parse('(folder / "metrics.json").write_text(text)').body[0].value
+    assert "write" in _called(node).lower() and _names_metrics_json(node)
+    node = ast.parse('read_kept_file(folder, "metrics.json")').body[0].value
+    assert "write" not in _called(node).lower()

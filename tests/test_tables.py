@@ -19,7 +19,7 @@ from memrepro.tables import presets, rfmem
 from memrepro.tables.render import write_table
 from memrepro.tables.report import render_report
 from memrepro.tables.reproduction import Cell, footnoted, summary_line
-from memrepro.tables.runs import Run, complete_runs, dotted
+from memrepro.tables.runs import Run, complete_runs
 
 CATS = {"Basic_information_easy": ("Basic Info", 110), "Social_easy": ("Social Info", 53),
         "Preference_easy": ("Pref Easy", 26), "Preference_hard": ("Pref Hard", 41)}
@@ -87,16 +87,6 @@ def _nested(settings: dict[str, Any]) -> dict[str, Any]:
     return nested
 
 
-def _flat_record(settings: dict[str, Any]) -> dict[str, Any]:
-    """The same settings as a run made before the parameters were nested recorded them (every field flat,
-    ``familiarity_k`` / ``familiarity_min_sim``)."""
-    flat = {}
-    for key, value in settings.items():
-        block, _, name = key.partition(".")
-        flat[f"familiarity_{name}" if block == "familiarity" else (name or block)] = value
-    return flat
-
-
 def _write_run(root: Path, name: str, encoder: str, retriever: dict[str, Any], overall: dict[str, float],
                categories: dict[str, dict[str, float]], per_query: dict[str, dict[str, float]],
                dataset: str = "personabench", routing: dict | None = None, created: str = "2026-01-01",
@@ -149,8 +139,6 @@ def _pb_fixture(root: Path, *, recollection_shift: float = 0.0,
                 target = RFMEM_TARGET if name == "rfmem" else RECOLLECTION_TARGET
                 retriever = {**presets.recollection_settings(f"{name}_personabench_table2_r{k}"), "engine": "faithful",
                              "_target_": target}
-                if k == 5:  # recorded before the parameters were nested: tables read both forms
-                    retriever = _flat_record(retriever)
             metric = f"pb_recall@{k}"
             cats = {key: {metric: paper[pk]} for pk, (key, _) in rfmem.PB_CATEGORIES.items()}
             if method == "recollection" and k == 5:
@@ -165,8 +153,6 @@ def _pb_fixture(root: Path, *, recollection_shift: float = 0.0,
             if method != "familiarity":
                 overrides[-1] += f"_personabench_table2_r{k}"
             config = composed_run_config(overrides) if composed else None
-            if config and method != "familiarity" and k == 5:  # recorded flat, as above: still its condition's run
-                config["retriever"] = _flat_record(dotted(config["retriever"]))
             folder = _write_run(root, name, "all-mpnet-base-v2", retriever, {metric: paper["overall"]}, cats,
                                 per_query, routing=routing, config=config)
             cells[(f"rfmem.table_2.models.all-mpnet-base-v2.{method}", f"k{k}")] = folder
@@ -232,7 +218,6 @@ def test_preset_matching_refuses_other_settings(tmp_path: Path) -> None:
     found = presets.find_run(runs, dataset="personabench", names=("rfmem",), encoder="all-mpnet-base-v2",
                            settings=presets.recollection_settings("rfmem_personabench_table2_r5"))
     assert found is not None and found.retriever["gate"]["tau"] == pytest.approx(0.30)
-    assert "tau" in found.config["retriever"]  # the fixture's flat record, read in the nested form
     assert presets.find_run(runs, dataset="personabench", names=("rfmem",), encoder="all-mpnet-base-v2",
                           settings=presets.recollection_settings("rfmem_personabench_table2_r5",
                                                                clustering="dbscan")) is None

@@ -45,8 +45,8 @@ class ComposeOnceLoader:
     def __init__(self, loader: Any) -> None:
         self._loader = loader
         self._parser = OverridesParser.create()
-        self._composed: Dict[tuple, Tuple[DictConfig, DictConfig]] = {}  # -> (master, composed); the master is
-        #                                                                    kept so its id is never reused
+        # -> (master, composed); the master is kept so its id is never reused
+        self._composed: Dict[tuple, Tuple[DictConfig, DictConfig]] = {}
         self._validated: Dict[tuple, Tuple[DictConfig, DictConfig]] = {}  # the same, for a batch's job configs
         self._validating = False  # inside ``validation()``
 

@@ -163,7 +163,7 @@ def composition_error(exc: Exception) -> MemreproError:
         return unknown_config_key(key, schema)
     if (isinstance(cause, ValidationError) and key and dataclasses.is_dataclass(schema)
             and cause.key in {spec.name for spec in dataclasses.fields(schema)}):
-        from memrepro.validate import as_override, expected
+        from memrepro.parameters import as_override, expected
 
         allowed, example = expected(schema, str(cause.key))
         return ConfigError(key, cause.value, f"{allowed} (e.g. {key}={as_override(example)})")

@@ -52,8 +52,9 @@ FORMAT = 2  # 2: the metadata names the identity the rows were written for; 1: i
 _KEY = re.compile(r"^[0-9a-f]{64}$")
 _NORM_TOLERANCE = 1e-3  # rows of a normalising encoder are unit-norm (or zero) float32
 ROW_CHECK_SAMPLE = 8  # rows re-encoded to bind a shard whose metadata names no identity
-ROW_CHECK_TOLERANCE = 1e-5  # 1 - cosine between a stored row and its re-encoding (float noise across devices is far
-#                             smaller; another text's vector is far larger)
+# 1 - cosine between a stored row and its re-encoding (float noise across devices is far smaller; another text's vector
+# is far larger)
+ROW_CHECK_TOLERANCE = 1e-5
 Reencode = Callable[[Sequence[str]], np.ndarray]  # texts -> the vectors the cache's encoder gives them now
 
 

@@ -1,9 +1,11 @@
 """BM25 (``retriever=bm25``): the lexical baseline both papers omit, on every benchmark.
 
-Scored with ``bm25s`` (Lucene's BM25 variant by default: k1 = 1.5, b = 0.75, non-negative idf), one index per
-episode, so term statistics (idf, average length) come from the memories the query may search: the same scope as
-dense retrieval. Nothing is encoded (``uses_vectors = False``). Text is tokenised by ``bm25s.tokenize`` (lower-case, words of 2+ characters, English stop words
-removed; ``stemmer=english`` adds Snowball stemming when PyStemmer is installed). The query vector is ignored.
+Scored with ``bm25s`` (by default Lucene's BM25 variant, non-negative idf; every default is
+:class:`memrepro.retrievers.schemas.BM25RetrieverConfig`'s), one index per episode, so term statistics (idf, average
+length) come from the memories the query may search: the same scope as dense retrieval. Nothing is encoded
+(``uses_vectors = False``). Text is tokenised by ``bm25s.tokenize`` (lower-case, words of 2+ characters, English
+stop words removed; ``stemmer=english`` adds Snowball stemming when PyStemmer is installed). The query vector is
+ignored.
 
 ``mode=full`` ranks every memory (memories sharing no term with the query score 0 and follow in pool order, the
 tie rule); ``mode=topk`` keeps the ``k`` best, for the RF-Mem protocols whose metrics read the whole returned list
@@ -19,7 +21,8 @@ import numpy as np
 
 from memrepro.retrievers.base import RetrievalInput, Retrieved, RetrieverBase
 from memrepro.search import EpisodeIndex, Hits
-from memrepro.validate import validate_arguments
+from memrepro.parameters import validate_arguments
+from memrepro.retrievers.schemas import BM25RetrieverConfig as Config
 
 
 class BM25Retriever(RetrieverBase):
@@ -28,12 +31,13 @@ class BM25Retriever(RetrieverBase):
     uses_vectors = False  # the runner encodes nothing for it
     timed_region = "BM25 scoring of the query's episode (episode indexes built before the timed pass)"
 
-    def __init__(self, mode: Literal["full", "topk"] = "full", k: int | None = None, k1: float = 1.5,
-                 b: float = 0.75, method: str = "lucene", stopwords: str | None = "en", stemmer: str | None = None,
-                 name: str = "bm25") -> None:
-        # checked as the config node is (memrepro.validate): the same values refused, with the same message
-        validate_arguments(BM25Retriever, {"mode": mode, "k": k, "k1": k1, "b": b, "method": method,
-                                           "stopwords": stopwords, "stemmer": stemmer, "name": name})
+    def __init__(self, mode: Literal["full", "topk"] = Config.mode, k: int | None = Config.k,
+                 k1: float = Config.k1, b: float = Config.b, method: str = Config.method,
+                 stopwords: str | None = Config.stopwords, stemmer: str | None = Config.stemmer,
+                 name: str = Config.name) -> None:
+        # defaults and ranges are the schema's (one declaration); checked as the config node is, with its message
+        validate_arguments(Config, {"mode": mode, "k": k, "k1": k1, "b": b, "method": method,
+                                    "stopwords": stopwords, "stemmer": stemmer, "name": name})
         self.mode, self.k, self.k1, self.b, self.method = mode, k, float(k1), float(b), method
         self.stopwords, self.stemmer_name, self.name = stopwords, stemmer, name
         self._stemmer = None

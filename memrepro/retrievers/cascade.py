@@ -182,7 +182,7 @@ class CrossEncoderStage(RetrieverBase):
 
 class CascadeRetriever(CrossEncoderStage):
     # bump when a change alters its rankings: its old runs get new ids (runs/identity.py).
-    # 2: corrupted-text arms seeded per question, donors from the split (0d5f888)
+    # 2: corrupted-text arms seeded per question, donors from the split
     ALGORITHM_VERSION = 2
 
     @classmethod

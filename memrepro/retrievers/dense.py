@@ -12,7 +12,8 @@ import numpy as np
 
 from memrepro.retrievers.base import RetrievalInput, Retrieved, RetrieverBase
 from memrepro.search import DEFAULT_CHUNK_BYTES, EpisodeIndex, search
-from memrepro.validate import validate_arguments
+from memrepro.parameters import validate_arguments
+from memrepro.retrievers.schemas import DenseRetrieverConfig
 
 
 class DenseRetriever(RetrieverBase):
@@ -21,9 +22,9 @@ class DenseRetriever(RetrieverBase):
 
     def __init__(self, mode: Literal["full", "topk"] = "full", k: int | None = None,
                  min_sim: float | None = None, chunk_bytes: int = DEFAULT_CHUNK_BYTES, name: str = "dense") -> None:
-        # checked as the config node is (memrepro.validate): the same values refused, with the same message
-        validate_arguments(DenseRetriever, {"mode": mode, "k": k, "min_sim": min_sim, "chunk_bytes": chunk_bytes,
-                                            "name": name})
+        # checked as the config node is (memrepro.parameters): the same values refused, with the same message
+        validate_arguments(DenseRetrieverConfig, {"mode": mode, "k": k, "min_sim": min_sim, "chunk_bytes": chunk_bytes,
+                                                  "name": name})
         self.name = name  # "familiarity" when it stands for RF-Mem's Familiarity path
         self.mode, self.k, self.min_sim, self.chunk_bytes = mode, k, min_sim, chunk_bytes
 

@@ -7,5 +7,4 @@
 - :mod:`~memrepro.runs.seed_reuse`: splits taken from complete runs of the same config over fewer seeds.
 - :mod:`~memrepro.runs.kept`: compressed copies of complete runs, committed under ``results/kept``.
 - :mod:`~memrepro.runs.runfile`: external run files (TREC, JSONL) read into frozen rankings, and written.
-- :mod:`~memrepro.runs.migrate`: run folders moved from an older run-id rule to the current one.
 """

@@ -18,7 +18,7 @@ from omegaconf import DictConfig, OmegaConf
 from memrepro.config import GROUP_SCHEMAS, RunConfig
 from memrepro.datasets.gold_corrections import ORIGINAL
 from memrepro.errors import ConfigError, one_line
-from memrepro.validate import changes_results, declared_names, in_run_id
+from memrepro.parameters import changes_results, declared_names, in_run_id
 
 # Top-level config keys: paths, devices, timing and resume switches; first_stage / cross_encoder / arm are read by
 # the cascade presets through interpolation, so they reach the id through the retriever node only. Not fields of

@@ -33,6 +33,9 @@ from memrepro.types import Benchmark
 SCHEMA_VERSION = 3
 
 
+ENCODER_RECORD_ONLY = ("label", "resolved")  # what a record's encoder adds to the encoder's identity (run id)
+
+
 class RunRecordError(DamagedFileError):
     """A metrics.json that is not a valid run record (file and key named)."""
 
@@ -122,7 +125,7 @@ class RunRecord:
     cache_hits: dict[str, int] = field(default_factory=dict)
     cache_quarantined: list[dict[str, Any]] = field(default_factory=list)  # damaged embedding shards re-encoded
     validation: Optional[dict[str, Any]] = None  # eval only: the run file's warnings
-    migrated_from: Optional[str] = None  # the id a schema-1 run had before ``memrepro migrate`` (memrepro.runs.migrate)
+    migrated_from: Optional[str] = None  # an earlier id the run was stored under (older records); None when written
     # the protocol check's findings when the run was written (memrepro.checks.Finding.to_json: code, message, fix,
     # metrics); None: not checked when written (``memrepro check`` checks its files). Never part of the run id
     findings: Optional[list[dict[str, Any]]] = None

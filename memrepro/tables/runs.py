@@ -18,7 +18,6 @@ import yaml
 from memrepro.checks import Finding, check_run
 from memrepro.experiments import SAFE_LOADER
 from memrepro.runs.folder import COMPLETE, read_queries, read_record, run_problem
-from memrepro.retrievers.rfmem.params import nest_flat_config
 from memrepro.runs.record import RunRecord
 
 SETTING_TOLERANCE = 1e-9
@@ -82,13 +81,13 @@ class Run:
 
     @cached_property
     def retriever(self) -> dict[str, Any]:
-        """The retriever config in the current (nested) form, whatever form the run recorded."""
-        return nest_flat_config(self.config["retriever"])
+        """The retriever config the run recorded."""
+        return dict(self.config["retriever"])
 
     @cached_property
     def settings(self) -> dict[str, Any]:
-        """What decides this run's rankings and metrics, as its run id hashes it (the retriever in today's nested
-        form, so RF-Mem runs recorded flat compare equal): what a declared condition is matched by."""
+        """What decides this run's rankings and metrics, as its run id hashes it: what a declared condition is
+        matched by."""
         from memrepro.runs.identity import semantic_config
 
         return semantic_config({**self.config, "retriever": self.retriever})

@@ -5,7 +5,7 @@ declaration (``param(..., label=...)`` in ``memrepro/retrievers/rfmem/params.py`
 from __future__ import annotations
 
 from memrepro.retrievers.rfmem.params import GateParams, RecollectionParams
-from memrepro.validate import declared_label
+from memrepro.parameters import declared_label
 
 # path -> (the node's schema, its field); in the order a table row names them
 _DECLARED = {"recollection.k": (RecollectionParams, "k"), "recollection.beam": (RecollectionParams, "beam"),

@@ -34,9 +34,9 @@ from memrepro.artifacts.per_seed import PerSeedArtifact, published_folder, weigh
 from memrepro.models.convmemory_v1_shape import V1_DEFAULT_SHAPE, V1Architecture
 from memrepro.models.cross_encoder import TRAINING_INFO
 from memrepro.models.sanity import SANITY_RECORDS, DivergedModelError, check_loss, check_scores, check_weights
-from memrepro.training.recipes import V1Recipe, divergence_fix
+from memrepro.training.recipes import V1ModelsConfig, V1Recipe, divergence_fix
 from memrepro.types import Split
-from memrepro.validate import validate_arguments
+from memrepro.parameters import validate_arguments
 
 if TYPE_CHECKING:  # torch and the v1 module (a torch module) are imported where a model is trained or loaded
     import torch
@@ -256,7 +256,7 @@ class V1Models(PerSeedArtifact):
                  lexical_features: bool = V1_DEFAULT_SHAPE.lexical_features) -> None:
         self.shape = {"pool": pool, "raw_weight": raw_weight, "router_block_size": router_block_size,
                       "lexical_features": lexical_features}
-        validate_arguments(type(self), self.shape, prefix="model")  # the ranges its config schema declares
+        validate_arguments(V1ModelsConfig, self.shape, prefix="model")  # the ranges its config schema declares
         super().__init__(path=path, published=published, train_on_demand=train_on_demand)
         self.recipe = V1Recipe(**dict(recipe or {}))
         self._teacher = None

@@ -3,7 +3,7 @@ docs/retrievers.md#recollection, docs/retrievers.md#rf-mem-hyper-parameters).
 
 These dataclasses are *the* schema: the engines take them whole, and ``memrepro/config.py`` nests them into the
 Hydra retriever configs (``retriever.recollection.alpha=0.3``, ``retriever.gate.tau=0.3``). Each field is declared
-once, here: its default and the values it allows (``param``, checked by ``memrepro.validate`` for a composed config
+once, here: its default and the values it allows (``param``, checked by ``memrepro.parameters`` for a composed config
 and for a retriever built in Python alike, and listed in docs/parameters.md). The defaults are the PersonaMem column
 of docs/retrievers.md#rf-mem-hyper-parameters (the official run.sh and call-site values), which is what
 ``retriever=recollection`` / ``retriever=rfmem`` run; the per-benchmark presets in ``conf/retriever/`` state only
@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping, Optional, TypeVar
 
 from memrepro.errors import ConfigError
-from memrepro.validate import check_params, integer_at_least, number_above, number_in, one_of, param
+from memrepro.parameters import check_params, integer_at_least, number_above, number_in, one_of, param
 
 COSINE = number_in(-1.0, 1.0)  # a floor or threshold on cosine similarity
 
@@ -32,13 +32,13 @@ class GateParams:
     probe_floor: Optional[float] = param(0.0, COSINE)  # keep probe scores >= floor; None = keep all
     probe_floor_ignored: bool = False  # PersonaBench: all probe_k scores used, padding included
     lam: float = param(20.0, number_above(0.0))  # softmax temperature λ
-    eps: float = param(1e-12, number_above(0.0, inclusive=True))  # ε in the softmax denominator and the log
-    #   (PersonaBench: 0)
+    # ε in the softmax denominator and the log (PersonaBench: 0)
+    eps: float = param(1e-12, number_above(0.0, inclusive=True))
     theta_high: float = param(0.60, COSINE)  # threshold on the probe's mean cosine
     theta_low: float = param(0.30, COSINE)  # threshold on the probe's mean cosine, <= theta_high
     tau: float = param(0.20, number_above(0.0, inclusive=True), label="τ (tau)")  # entropy threshold (nats)
-    entropy_form: str = param("code_mean", one_of("code_mean", "shannon_sum"))  # code_mean (the code's
-    #   −(1/K′)Σp ln p) | shannon_sum
+    # code_mean (the code's −(1/K′)Σp ln p) | shannon_sum
+    entropy_form: str = param("code_mean", one_of("code_mean", "shannon_sum"))
 
     @staticmethod
     def check_together(values: Mapping[str, Any], prefix: str) -> None:
@@ -54,38 +54,43 @@ class RecollectionParams:
     k: int = param(10, integer_at_least(1), label="K")  # items to return (out_k)
     beam: int = param(3, integer_at_least(1), label="beam B")  # B
     fanout: int = param(2, integer_at_least(1), label="fanout F")  # F
-    alpha: float = param(0.8, number_in(0.0, 1.0), label="α (alpha)")  # weight of the branch query in the child
-    #                                                                     query
+    # weight of the branch query in the child query
+    alpha: float = param(0.8, number_in(0.0, 1.0), label="α (alpha)")
     rounds: int = param(10, integer_at_least(1))  # R (depth)
     mmr_lambda: float = param(0.95, number_in(0.0, 1.0))
-    min_sim: Optional[float] = param(0.3, COSINE)  # candidate floor (the code's "tau", unrelated to the gate's
-    #   τ); None = none
+    # candidate floor (the code's "tau", unrelated to the gate's τ); None = none
+    min_sim: Optional[float] = param(0.3, COSINE)
     after_empty_round: str = param("continue", one_of("continue", "stop"))  # continue | stop (PersonaBench)
-    dead_branch_policy: str = param("keep", one_of("keep", "drop"))  # keep | drop: an empty KMeans cluster →
-    #   NaN centroid
-    final_rerank: str = param("none", one_of("none", "dense"))  # none | dense: re-rank everything emitted by
-    #   cosine to q0
+    # keep | drop: an empty KMeans cluster → NaN centroid
+    dead_branch_policy: str = param("keep", one_of("keep", "drop"))
+    # none | dense: re-rank everything emitted by cosine to q0
+    final_rerank: str = param("none", one_of("none", "dense"))
     kmeans_seed: int = param(42, integer_at_least(0))  # also the seed of spectral clustering
     # -- Appendix D.8-D.9 alternatives (Tables 15-16). Not in the release: each construction is memrepro's own,
     # documented in recollection.py. The defaults are the released algorithm, unchanged.
-    clustering: str = param("kmeans", one_of("kmeans", "dbscan", "spectral"))  # kmeans | dbscan | spectral:
-    #   replaces KMeans (the RF-Mem paper's appendix D.8.1 / D.8.2; docs/retrievers.md#recollection-variants)
-    dbscan_eps: float = param(0.5, number_above(0.0))  # scikit-learn's default radius, Euclidean on unit
-    #   vectors (≈ cosine ≥ 0.875)
-    dbscan_min_samples: int = param(2, integer_at_least(1))  # the smallest value that still leaves noise
-    #   (scikit-learn's default is 5)
-    dbscan_noise: str = param("singleton", one_of("singleton", "drop"))  # singleton | drop: a noise point is
-    #   its own cluster / joins none
+
+    # kmeans | dbscan | spectral: replaces KMeans (the RF-Mem paper's appendix D.8.1 / D.8.2;
+    # docs/retrievers.md#recollection-variants)
+    clustering: str = param("kmeans", one_of("kmeans", "dbscan", "spectral"))
+    # scikit-learn's default radius, Euclidean on unit vectors (≈ cosine ≥ 0.875)
+    dbscan_eps: float = param(0.5, number_above(0.0))
+    # the smallest value that still leaves noise (scikit-learn's default is 5)
+    dbscan_min_samples: int = param(2, integer_at_least(1))
+    # singleton | drop: a noise point is its own cluster / joins none
+    dbscan_noise: str = param("singleton", one_of("singleton", "drop"))
     spectral_gamma: float = param(1.0, number_above(0.0))  # RBF affinity exp(-γ‖x−y‖²), scikit-learn's default
-    mixing: str = param("alpha", one_of("alpha", "gated"))  # alpha | gated: weight σ(⟨x_b, g⟩) in place of α
-    #   (the RF-Mem paper's appendix D.8.3; docs/retrievers.md#recollection-variants)
-    expansion: str = param("cluster", one_of("cluster", "graph_bfs"))  # cluster | graph_bfs: kNN graph +
-    #   breadth-first search (the RF-Mem paper's appendix D.8.4; docs/retrievers.md#recollection-variants)
+    # alpha | gated: weight σ(⟨x_b, g⟩) in place of α (the RF-Mem paper's appendix D.8.3;
+    # docs/retrievers.md#recollection-variants)
+    mixing: str = param("alpha", one_of("alpha", "gated"))
+    # cluster | graph_bfs: kNN graph + breadth-first search (the RF-Mem paper's appendix D.8.4;
+    # docs/retrievers.md#recollection-variants)
+    expansion: str = param("cluster", one_of("cluster", "graph_bfs"))
     graph_k: Optional[int] = param(None, integer_at_least(1))  # out-degree of the kNN graph; None = the fanout F
-    graph_min_sim: Optional[float] = param(0.0, COSINE)  # keep a kNN edge only if its cosine >= this; None =
-    #   keep all k
-    full_exploration: bool = False  # no early stop at K; all R rounds, then a dense re-rank to q0, cut to K
-    #   (the RF-Mem paper's appendix D.9; docs/retrievers.md#recollection-variants)
+    # keep a kNN edge only if its cosine >= this; None = keep all k
+    graph_min_sim: Optional[float] = param(0.0, COSINE)
+    # no early stop at K; all R rounds, then a dense re-rank to q0, cut to K (the RF-Mem paper's appendix D.9;
+    # docs/retrievers.md#recollection-variants)
+    full_exploration: bool = False
 
     @staticmethod
     def check_together(values: Mapping[str, Any], prefix: str) -> None:
@@ -142,31 +147,3 @@ def refuse_faithful_only_variants(params: RecollectionParams | Mapping[str, Any]
 def validate_recollection(params: RecollectionParams) -> None:
     """Refuse, naming the field, settings the algorithm has no meaning for (the declarations above)."""
     check_params(params, "recollection")
-
-
-# Retriever configs recorded before the parameters were nested held every field flat;
-# ``familiarity_k`` / ``familiarity_min_sim`` were the Familiarity block's ``k`` / ``min_sim``.
-_FLAT_FAMILIARITY = {"familiarity_k": "k", "familiarity_min_sim": "min_sim"}
-
-
-def nest_flat_config(retriever: Mapping[str, Any]) -> dict[str, Any]:
-    """A recorded RF-Mem retriever config in the nested form (``recollection`` / ``gate`` / ``familiarity``
-    blocks): flat records (runs made before the nesting) are converted field by field; anything else (nested
-    records, other retrievers) is returned as it is. Tables read old and new runs through this."""
-    target = str(retriever.get("_target_", ""))
-    if not target.endswith(("RecollectionRetriever", "RFMemRetriever")) or "recollection" in retriever:
-        return dict(retriever)
-    blocks: dict[str, dict[str, Any]] = {"recollection": {}}
-    if target.endswith("RFMemRetriever"):
-        blocks.update(gate={}, familiarity={})
-    fields = {name: block for block, kind in (("recollection", RecollectionParams), ("gate", GateParams))
-              for name in kind.__dataclass_fields__}
-    nested: dict[str, Any] = {}
-    for name, value in retriever.items():
-        if name in _FLAT_FAMILIARITY and "familiarity" in blocks:
-            blocks["familiarity"][_FLAT_FAMILIARITY[name]] = value
-        elif fields.get(name) in blocks:
-            blocks[fields[name]][name] = value
-        else:
-            nested[name] = value
-    return {**nested, **blocks}

@@ -36,7 +36,8 @@ from memrepro.retrievers.rfmem.params import FamiliarityParams, GateParams, Reco
 from memrepro.retrievers.rfmem.recollection import recollect_faithful
 from memrepro.retrievers.rfmem.result import RecollectionResult
 from memrepro.search import DEFAULT_CHUNK_BYTES, EpisodeIndex, Hits, search
-from memrepro.validate import validate_arguments
+from memrepro.parameters import validate_arguments
+from memrepro.retrievers.schemas import RecollectionRetrieverConfig, RFMemRetrieverConfig
 
 log = logging.getLogger("memrepro")
 
@@ -113,9 +114,9 @@ class RecollectionRetriever(RetrieverBase):
 
     def __init__(self, recollection: RecollectionParams | Mapping[str, Any] | None = None, engine: str = "faithful",
                  latency_scope: str = "path_only") -> None:
-        # checked as the config node is (memrepro.validate): at construction, not on the first query
-        validate_arguments(RecollectionRetriever, {"recollection": recollection, "engine": engine,
-                                                   "latency_scope": latency_scope})
+        # checked as the config node is (memrepro.parameters): at construction, not on the first query
+        validate_arguments(RecollectionRetrieverConfig, {"recollection": recollection, "engine": engine,
+                                                         "latency_scope": latency_scope})
         self.recollection = as_params(RecollectionParams, recollection)
         if engine == "compiled":
             _load_compiled()
@@ -157,9 +158,9 @@ class RFMemRetriever(RetrieverBase):
                  familiarity: FamiliarityParams | Mapping[str, Any] | None = None, engine: str = "faithful",
                  latency_scope: str = "path_only", chunk_bytes: int = DEFAULT_CHUNK_BYTES) -> None:
         """``chunk_bytes`` bounds the memory of the faithful engine's Familiarity-path search (``search``)."""
-        validate_arguments(RFMemRetriever, {"gate": gate, "recollection": recollection, "familiarity": familiarity,
-                                            "engine": engine, "latency_scope": latency_scope,
-                                            "chunk_bytes": chunk_bytes})
+        validate_arguments(RFMemRetrieverConfig, {"gate": gate, "recollection": recollection,
+                                                  "familiarity": familiarity, "engine": engine,
+                                                  "latency_scope": latency_scope, "chunk_bytes": chunk_bytes})
         self.gate = as_params(GateParams, gate)
         self.recollection = as_params(RecollectionParams, recollection)
         familiarity = as_params(FamiliarityParams, familiarity)
