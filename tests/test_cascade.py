@@ -336,6 +336,7 @@ def test_random_other_query_text_draws_from_other_conversations_only() -> None:
         corrupt_texts("random_other_query_text", "q1", candidates, DonorTexts({"a": ["x"]}).excluding("a"), 0)
 
 
+@pytest.mark.slow
 @pytest.mark.real_model
 @pytest.mark.skipif(not _minilm_installed(), reason="MiniLM bundle not installed")
 def test_cross_encoder_training_resumes_after_an_interruption(tmp_path: Path, monkeypatch) -> None:

@@ -30,6 +30,8 @@ MEMOIZED = {
                                           "get a copy)",
     ("memrepro.models.convmemory_v1", "lexical_signature"): "pure function of a string",
     ("memrepro.options", "_yaml"): "a packaged conf/ file, parsed",
+    ("memrepro.parameters", "field_hints"): "pure function of a class",
+    ("memrepro.parameters", "declared_rules"): "pure function of a class",
     ("memrepro.provenance", "_git_commit"): "the code a process runs is what it imported",
     ("memrepro.provenance", "_package_versions"): "the libraries a process imported",
     ("memrepro.reference", "reference_numbers"): "packaged data",
@@ -46,8 +48,6 @@ MEMOIZED = {
     ("memrepro.tables.conditions", "_composed"): "Hydra's composition of the packaged conf/ for an entry",
     ("memrepro.tables.convmemory", "cross_encoder_presets"): "the packaged conf/cross_encoder presets",
     ("memrepro.tables.presets", "preset"): "Hydra's composition of a packaged preset",
-    ("memrepro.parameters", "field_hints"): "pure function of a class",
-    ("memrepro.parameters", "declared_rules"): "pure function of a class",
     ("memrepro.validate", "_declares_checks"): "pure function of a class",
 }
 
