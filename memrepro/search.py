@@ -60,7 +60,8 @@ class SearchOptions:
     """How episodes are searched (``search.*`` in the run config). Exact backends never change a ranking."""
 
     backend: str = "auto"  # auto | torch | faiss | faiss_ivf | faiss_hnsw
-    faiss_min_memories: int = 4096  # auto: an episode this long (or longer) goes to FAISS when k is given (benchmark pools: ≤ 689)
+    # auto: an episode this long (or longer) goes to FAISS when k is given (benchmark pools: ≤ 689)
+    faiss_min_memories: int = 4096
     margin: int = 16  # candidates asked beyond k (boundary ties, rescoring); grown ×4 when not provably enough
     ivf_nlist: int | None = None  # None: 4·sqrt(L), at least 1
     ivf_nprobe: int = 16

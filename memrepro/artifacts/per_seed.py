@@ -96,7 +96,8 @@ def published_folder(name: str, context: RunContext | None = None) -> Path:
     """A published checkpoint's folder: a local path or offline bundle as is, else a snapshot from the Hub."""
     from memrepro.models.resolve import resolve_model
 
-    resolved = resolve_model(name, context=context)  # raises ModelNotFoundError naming every place tried (offline: no Hub)
+    # raises ModelNotFoundError naming every place tried (offline: no Hub)
+    resolved = resolve_model(name, context=context)
     folder = Path(resolved.path)
     if not folder.is_dir():
         from huggingface_hub import snapshot_download

