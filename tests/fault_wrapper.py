@@ -41,7 +41,8 @@ def install(point: str, sig: str, after: int) -> None:
     if point == "encode":
         from memrepro.models import encoder
 
-        encoder.CachedEncoder.__init__.__defaults__ = (4, True)  # chunk_size=4: several shards per encode
+        init = encoder.CachedEncoder.__init__  # chunk_size=4 (its first default): several shards per encode
+        init.__defaults__ = (4, *init.__defaults__[1:])
         store = encoder.EmbeddingCache.store
 
         def store_then_tick(self, keys, vectors):
