@@ -169,6 +169,20 @@ def test_ignored_keys_do_not_split_but_dataset_options_do(tmp_path: Path) -> Non
     assert len(frame_of(results, vary=("alpha",), metrics=("pb_recall@5",), where={"dataset.noise": "0.0"})) == 2
 
 
+def test_the_published_gold_named_or_absent_is_one_setting(tmp_path: Path) -> None:
+    """Runs written before ``dataset.gold_labels`` existed lack it; ``original`` (the default) is the same data, so
+    they stay points of one sweep; the corrected gold is another setting."""
+    results = tmp_path / "results"
+    make_run(results, settings={"alpha": 0.1}, pooled={"pb_recall@5": 0.1})
+    make_run(results, settings={"alpha": 0.9}, pooled={"pb_recall@5": 0.9},
+             dataset_options={"gold_labels": "original"})
+    assert list(frame_of(results, vary=("alpha",), metrics=("pb_recall@5",))["pb_recall@5"]) == [0.1, 0.9]
+    make_run(results, settings={"alpha": 0.5}, pooled={"pb_recall@5": 0.5},
+             dataset_options={"gold_labels": "corrected"})
+    with pytest.raises(ValueError, match=r"dataset\.gold_labels"):
+        frame_of(results, vary=("alpha",), metrics=("pb_recall@5",))
+
+
 def test_unknown_metric_or_setting_is_an_error(grid_results: Path) -> None:
     with pytest.raises(ValueError, match="pb_recall@50"):
         frame_of(grid_results, metrics=("pb_recall@50",))

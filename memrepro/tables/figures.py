@@ -39,7 +39,7 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 
 from memrepro.paths import in_project
-from memrepro.runs.identity import NON_MEASURING_RETRIEVER_KEYS, SOURCE_SETTINGS
+from memrepro.runs.identity import NON_MEASURING_RETRIEVER_KEYS, SOURCE_SETTINGS, without_published_gold
 from memrepro.tables.runs import Run, is_number as _is_number, preferred, same_setting as _same
 from memrepro.tables.settings import LABEL
 
@@ -80,7 +80,8 @@ def _fixed_settings(run: Run, skip: set[str]) -> dict[str, Any]:
     """Every setting that must agree across the runs of one figure: retriever, dataset and encoder options."""
     fixed = {k: v for k, v in run.retriever_settings.items() if k not in skip}
     for section, never in (("dataset", _DATASET_SKIP), ("encoder", _ENCODER_SKIP)):
-        for k, v in (run.config.get(section) or {}).items():
+        node = run.config.get(section) or {}
+        for k, v in (without_published_gold(node) if section == "dataset" else node).items():
             if k not in never and f"{section}.{k}" not in skip:
                 fixed[f"{section}.{k}"] = v
     return fixed
