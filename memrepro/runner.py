@@ -55,6 +55,7 @@ class RunOutcome:
     record: RunRecord
     encoded: dict[str, int]
     restored: bool = False  # rebuilt from its kept copy (results/kept) instead of computed
+    rows: list[dict[str, Any]] | None = None  # a restored run's query rows, as parsed to rebuild it
 
     @property
     def metrics(self) -> dict[str, Any]:
@@ -112,7 +113,7 @@ def run(cfg: DictConfig, retriever: Retriever | None = None, context: RunContext
     checkpoint = RetrievalCheckpoint.for_run(folder, float(cfg.runtime.checkpoint_every_s))
     problem = run_problem(folder) if is_complete(folder) else None  # a damaged marker or file: incomplete
     kept = KeptRuns(Path(cfg.paths.results_dir), Path(cfg.paths.kept_dir))
-    restored = False
+    restored = None
     if cfg.overwrite or not is_complete(folder) or problem or stale_siblings(folder):
         with checkpoint.locked():  # one process per run: a second launch of the same run fails instead of racing
             recover(folder)  # a commit a kill interrupted: finished or undone, never listed as a run
@@ -133,7 +134,8 @@ def run(cfg: DictConfig, retriever: Retriever | None = None, context: RunContext
                  shown(kept.copy_of(folder)), recompute_cost(cfg, prepared, record))
     else:
         log.info("run %s is complete: skipped (set overwrite=true to redo it)", shown(folder))
-    return RunOutcome(folder, True, record, {"query": 0, "document": 0}, restored)
+    return RunOutcome(folder, True, record, {"query": 0, "document": 0}, restored is not None,
+                      restored.rows if restored is not None else None)
 
 
 def dry_run(cfg: DictConfig, context: RunContext | None = None) -> str:

@@ -4,6 +4,7 @@ damaged or edited copy is refused with the kept file named, never turned into a 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import lzma
 import shutil
@@ -11,8 +12,10 @@ from pathlib import Path
 
 import pytest
 
+from memrepro.cli.check import findings_of
 from memrepro.cli.keep import main as keep_main
 from memrepro.errors import DamagedFileError
+from memrepro.runs.folder import read_record
 from memrepro.runs.kept import QUERIES_XZ, KeptRunError, KeptRuns
 from tests.test_seed_reuse import run_locomo
 
@@ -33,9 +36,23 @@ def test_a_kept_run_restores_byte_for_byte(fixture_paths: Path, kept: KeptRuns) 
     assert not list(copy.parent.glob(".*"))  # no temporary folder left
     before = _files(original)
     shutil.rmtree(original)
-    assert kept.restore(original) is True
+    assert kept.restore(original) is not None
     assert _files(original) == before  # run.trec rebuilt from the rows, manifest and all
-    assert kept.restore(original) is False  # complete: nothing to do
+    assert kept.restore(original) is None  # complete: nothing to do
+
+
+def test_the_rows_a_restore_parsed_check_the_run_as_its_files_do(fixture_paths: Path, kept: KeptRuns) -> None:
+    """A run written before runs recorded their findings is checked from its files when it is skipped or restored;
+    a restore hands over the rows it parsed, and the check of those is the check of the folder."""
+    original = run_locomo("dataset.seeds=[7]").folder
+    kept.keep(original)
+    shutil.rmtree(original)
+    restored = kept.restore(original)
+    assert restored is not None and restored.folder == original
+    assert restored.rows == [json.loads(line) for line in (original / "queries.jsonl").read_text().splitlines()]
+    unrecorded = dataclasses.replace(read_record(original), findings=None)
+    from_rows = findings_of(original, unrecorded, restored.rows)
+    assert from_rows == findings_of(original, unrecorded) and from_rows  # the fixture's pools make findings
 
 
 def test_a_run_of_the_same_config_restores_instead_of_computing(fixture_paths: Path, kept: KeptRuns,

@@ -67,11 +67,17 @@ def main(argv: list[str] | None = None) -> int:
     return 1 if any_findings else 0
 
 
-def findings_of(folder: Path, record: Any) -> list[Finding]:
+def findings_of(folder: Path, record: Any, rows: list[dict[str, Any]] | None = None) -> list[Finding]:
     """A just run or skipped run's findings (``run``, ``eval``): those recorded, else (a run written before they
-    were) checked from its folder's files."""
+    were) checked from its folder's files; ``rows``: its query rows when the caller has them parsed already (a
+    restore), for a check that then reads only its config."""
     if record.findings is not None:
         return stored_or_checked(RunView({}, record, [], folder))
+    if rows is not None:
+        import yaml
+
+        return check_run(RunView(yaml.safe_load((folder / "config.yaml").read_text(encoding="utf-8")), record, rows,
+                                 folder))
     return check_run(load_run(folder))
 
 

@@ -112,30 +112,31 @@ class KeptRuns:
             raise
         return kept
 
-    def restore(self, folder: Path, announce: bool = True) -> bool:
+    def restore(self, folder: Path, announce: bool = True) -> Restored | None:
         """Rebuild ``folder`` from its kept copy when a copy exists and ``folder`` is not a complete, verified run
-        (a damaged folder is replaced, a user's own files in it kept); True when restored (said in a line unless
-        ``announce`` is off: the caller says it). A copy that does not verify raises :class:`DamagedFileError`
-        naming the kept file (nothing is written)."""
+        (a damaged folder is replaced, a user's own files in it kept); what was restored, or None (said in a line
+        unless ``announce`` is off: the caller says it). A copy that does not verify raises
+        :class:`DamagedFileError` naming the kept file (nothing is written)."""
         folder = Path(folder)
         try:
             kept = self.copy_of(folder)
         except KeptRunError:
-            return False
+            return None
         if not (kept / COMPLETE).is_file() or run_problem(folder) is None:
-            return False
-        restore(kept, folder)
+            return None
+        restored = restore(kept, folder)
         if announce:
             log.info("restored %s from its kept copy %s", folder, kept)
-        return True
+        return restored
 
-    def restore_or_warn(self, folder: Path, otherwise: str, announce: bool = True) -> bool:
-        """:meth:`restore`, with a damaged copy named in a warning ending in ``otherwise`` (False) instead of raised."""
+    def restore_or_warn(self, folder: Path, otherwise: str, announce: bool = True) -> Restored | None:
+        """:meth:`restore`, with a damaged copy named in a warning ending in ``otherwise`` (None) instead of
+        raised."""
         try:
             return self.restore(folder, announce)
         except DamagedFileError as exc:
             log.warning("%s; %s", exc, otherwise)
-            return False
+            return None
 
     def restore_all(self) -> tuple[list[Path], list[str]]:
         """Restore every kept run absent from ``results/runs``: (restored folders, one line per damaged copy).
@@ -145,14 +146,23 @@ class KeptRuns:
         for copy in self.all():
             folder = self.folder_of(copy)
             try:
-                if self.restore(folder, announce=False):  # the caller says how many, in one line
+                if self.restore(folder, announce=False) is not None:  # the caller says how many, in one line
                     restored.append(folder)
             except MemreproError as exc:  # one damaged copy does not stop the others
                 problems.append(one_line(exc))
         return restored, problems
 
 
-def restore(kept: Path, folder: Path) -> Path:
+@dataclass(frozen=True)
+class Restored:
+    """A run folder rebuilt from its kept copy, with the query rows parsed to rebuild it (what reads them next, the
+    protocol check of a run that predates recorded findings, need not parse them again)."""
+
+    folder: Path
+    rows: list[dict]
+
+
+def restore(kept: Path, folder: Path) -> Restored:
     """Write the run folder ``folder`` from the kept copy ``kept``; committed only when the rebuilt folder's
     manifest equals the kept one (every file's size and sha256, the row count)."""
     marker = kept / COMPLETE
@@ -188,7 +198,7 @@ def restore(kept: Path, folder: Path) -> Path:
                                        f"(damaged or edited)", FIX)
             raise DamagedFileError(marker, f"differs from the rebuilt folder's manifest (format or row count: "
                                    f"{rebuilt['rows']} rows rebuilt)", FIX)
-        return writer.commit(rebuilt)
+        return Restored(writer.commit(rebuilt), rows)
     except BaseException:
         writer.abort()
         raise
