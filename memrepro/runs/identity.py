@@ -51,17 +51,11 @@ def semantic_config(cfg: DictConfig | Mapping[str, Any]) -> dict[str, Any]:
         if isinstance(resolved.get(group), dict):
             for key in SOURCE_SETTINGS:
                 resolved[group].pop(key, None)
-    if isinstance(resolved.get("dataset"), dict):
-        resolved["dataset"] = without_published_gold(resolved["dataset"])
+    if isinstance(resolved.get("dataset"), dict) and resolved["dataset"].get("gold_labels") == ORIGINAL:
+        del resolved["dataset"]["gold_labels"]  # the gold as published: the same run ids as before the switch
     if "retriever" in resolved:
         resolved["retriever"] = _without(resolved["retriever"], RETRIEVER_SETTINGS)
     return resolved
-
-
-def without_published_gold(dataset: Mapping[str, Any]) -> dict[str, Any]:
-    """A dataset node without ``gold_labels`` when it is the gold as published (the default): runs written before
-    the switch existed lack the key, and both mean the same data, so they share a run id and a figure's settings."""
-    return {k: v for k, v in dataset.items() if not (k == "gold_labels" and v == ORIGINAL)}
 
 
 def algorithm_versions(node: Any, prefix: str = "retriever", recorded: bool = False) -> dict[str, int]:

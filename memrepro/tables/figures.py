@@ -39,12 +39,11 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 
 from memrepro.paths import in_project
-from memrepro.runs.identity import NON_MEASURING_RETRIEVER_KEYS, SOURCE_SETTINGS, without_published_gold
+from memrepro.runs.identity import NON_MEASURING_RETRIEVER_KEYS, SOURCE_SETTINGS
 from memrepro.tables.runs import Run, is_number as _is_number, preferred, same_setting as _same
 from memrepro.tables.settings import LABEL
 
 DEFAULT_IGNORE = NON_MEASURING_RETRIEVER_KEYS
-_DATASET_SKIP = frozenset(SOURCE_SETTINGS)
 # the encoder itself is compared through its label (the run folder), so its model, path and target are not settings
 _ENCODER_SKIP = frozenset({*SOURCE_SETTINGS, "_target_", "model", "path", "allow_substitute"})
 DPI = 150
@@ -79,9 +78,10 @@ def _lookup(run: Run, key: str) -> Any:
 def _fixed_settings(run: Run, skip: set[str]) -> dict[str, Any]:
     """Every setting that must agree across the runs of one figure: retriever, dataset and encoder options."""
     fixed = {k: v for k, v in run.retriever_settings.items() if k not in skip}
-    for section, never in (("dataset", _DATASET_SKIP), ("encoder", _ENCODER_SKIP)):
-        node = run.config.get(section) or {}
-        for k, v in (without_published_gold(node) if section == "dataset" else node).items():
+    # the dataset node as the run id reads it: where the data lives left out, the published gold named or absent
+    for section, node, never in (("dataset", run.settings.get("dataset"), frozenset()),
+                                 ("encoder", run.config.get("encoder"), _ENCODER_SKIP)):
+        for k, v in (node or {}).items():
             if k not in never and f"{section}.{k}" not in skip:
                 fixed[f"{section}.{k}"] = v
     return fixed
