@@ -74,19 +74,16 @@ def findings_of(folder: Path, record: Any, rows: list[dict[str, Any]] | None = N
     if record.findings is not None:
         return stored_or_checked(RunView({}, record, [], folder))
     if rows is not None:
-        import yaml
+        from memrepro.runs.folder import read_config
 
-        return check_run(RunView(yaml.safe_load((folder / "config.yaml").read_text(encoding="utf-8")), record, rows,
-                                 folder))
+        return check_run(RunView(read_config(folder), record, rows, folder))
     return check_run(load_run(folder))
 
 
 def load_run(path: str | Path) -> RunView:
     """A complete run folder (``results/runs/...``) or a kept copy (``results/kept/...``, read in place), verified:
     a damaged or incomplete folder is a :class:`CheckInputError` naming it."""
-    import yaml
-
-    from memrepro.runs.folder import COMPLETE, read_queries, read_record, run_problem
+    from memrepro.runs.folder import COMPLETE, read_config, read_queries, read_record, run_problem
     from memrepro.runs.kept import QUERIES_XZ, read_in_place
 
     folder = Path(path).expanduser()
@@ -102,8 +99,7 @@ def load_run(path: str | Path) -> RunView:
         problem = run_problem(folder)
         if problem:
             raise CheckInputError(f"{problem}; rerun its command (or restore its kept copy) to check it")
-        config = yaml.safe_load((folder / "config.yaml").read_text(encoding="utf-8"))
-        return RunView(config, read_record(folder), read_queries(folder), folder)
+        return RunView(read_config(folder), read_record(folder), read_queries(folder), folder)
     except MemreproError as exc:
         if isinstance(exc, CheckInputError):
             raise

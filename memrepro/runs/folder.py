@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 import orjson
+import yaml
 from omegaconf import DictConfig, OmegaConf
 
 from memrepro.datasets.io import sha256_file
@@ -147,6 +148,11 @@ def json_row(line: bytes | str) -> Any:
         return orjson.loads(line)
     except orjson.JSONDecodeError:
         return json.loads(line)
+
+
+def read_config(folder: Path) -> dict[str, Any]:
+    """The run's resolved ``config.yaml`` (a folder whose manifest the caller has verified)."""
+    return yaml.safe_load((folder / "config.yaml").read_text(encoding="utf-8"))
 
 
 def read_record(folder: Path) -> RunRecord:
