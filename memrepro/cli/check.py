@@ -68,16 +68,14 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def findings_of(folder: Path, record: Any, rows: list[dict[str, Any]] | None = None) -> list[Finding]:
-    """A just run or skipped run's findings (``run``, ``eval``): those recorded, else (a run written before they
-    were) checked from its folder's files; ``rows``: its query rows when the caller has them parsed already (a
-    restore), for a check that then reads only its config."""
+    """A just run, restored or skipped run's findings (``run``, ``eval``): those recorded, else (a run written
+    before they were) checked from its files, which the caller has just verified or written; ``rows``: its query
+    rows when the caller has them parsed already (a restore)."""
     if record.findings is not None:
         return stored_or_checked(RunView({}, record, [], folder))
-    if rows is not None:
-        from memrepro.runs.folder import read_config
+    from memrepro.runs.folder import read_config, read_queries
 
-        return check_run(RunView(read_config(folder), record, rows, folder))
-    return check_run(load_run(folder))
+    return check_run(RunView(read_config(folder), record, rows if rows is not None else read_queries(folder), folder))
 
 
 def load_run(path: str | Path) -> RunView:
