@@ -354,44 +354,51 @@ def _trained_models(run: Any) -> list[tuple[str, dict[str, list[str] | None], bo
     """``(what, {split: conversations its model saw}, assumed)`` for each trained model family of a run: recorded
     by the run (``trained_on`` in its retriever's description), else from the published checkpoints its config
     names (runs written before the record said it)."""
-    from memrepro.artifacts.published import trained_on
-
     found: list[tuple[str, dict[str, list[str] | None], bool]] = []
-
-    def walk(node: Any, name: str) -> None:
-        if not isinstance(node, Mapping):
-            return
-        here = str(node.get("name") or name)
-        if isinstance(node.get("trained_on"), Mapping):
-            found.append((f"{_model_name(here)} models", dict(node["trained_on"]), False))
-        if isinstance(node.get("cross_encoder_trained_on"), Mapping):
-            configured = ((run.config.get("retriever") or {}).get("cross_encoder") or {})
-            known = trained_on(configured.get("published")) if isinstance(configured, Mapping) else None
-            found.append(("cross-encoder models", dict(node["cross_encoder_trained_on"]),
-                          bool(known and known.assumed)))  # what the published reranker saw is undocumented
-        for key, value in node.items():
-            walk(value, here if key != "first_stage" else "")
-
-    walk(run.record.retriever, "")
+    configured = (run.config.get("retriever") or {}).get("cross_encoder") or {}
+    _recorded_training(run.record.retriever, "", configured, found)
     if found:
         return found
     splits = sorted({row["split"] for row in run.rows})
-
-    def published(node: Any, what: str) -> None:
-        if not isinstance(node, Mapping):
-            return
-        for key, value in node.items():
-            if key == "published" and isinstance(value, str):
-                known = trained_on(value)
-                if known is not None:
-                    found.append((f"{what} checkpoint {value}", {s: list(known.episodes) for s in splits},
-                                  known.assumed))
-            elif isinstance(value, Mapping):
-                published(value, "cross-encoder" if key == "cross_encoder" else "ConvMemory v1"
-                          if key in ("model", "first_stage") else what)
-
-    published(run.config.get("retriever") or {}, "model")
+    _published_training(run.config.get("retriever") or {}, "model", splits, found)
     return found
+
+
+# The walks below are module functions, not closures over the run: a recursive closure is a reference cycle that
+# would keep a run's rows alive until the next garbage collection.
+def _recorded_training(node: Any, name: str, configured: Any, found: list) -> None:
+    """What the retriever description ``node`` records its trained models saw (``configured``: the run's
+    ``retriever.cross_encoder`` config, naming a published reranker whose training data is assumed)."""
+    from memrepro.artifacts.published import trained_on
+
+    if not isinstance(node, Mapping):
+        return
+    here = str(node.get("name") or name)
+    if isinstance(node.get("trained_on"), Mapping):
+        found.append((f"{_model_name(here)} models", dict(node["trained_on"]), False))
+    if isinstance(node.get("cross_encoder_trained_on"), Mapping):
+        known = trained_on(configured.get("published")) if isinstance(configured, Mapping) else None
+        found.append(("cross-encoder models", dict(node["cross_encoder_trained_on"]),
+                      bool(known and known.assumed)))  # what the published reranker saw is undocumented
+    for key, value in node.items():
+        _recorded_training(value, here if key != "first_stage" else "", configured, found)
+
+
+def _published_training(node: Any, what: str, splits: list[str], found: list) -> None:
+    """What the published checkpoints the retriever config ``node`` names saw, for every split of ``splits``."""
+    from memrepro.artifacts.published import trained_on
+
+    if not isinstance(node, Mapping):
+        return
+    for key, value in node.items():
+        if key == "published" and isinstance(value, str):
+            known = trained_on(value)
+            if known is not None:
+                found.append((f"{what} checkpoint {value}", {s: list(known.episodes) for s in splits},
+                              known.assumed))
+        elif isinstance(value, Mapping):
+            _published_training(value, "cross-encoder" if key == "cross_encoder" else "ConvMemory v1"
+                                if key in ("model", "first_stage") else what, splits, found)
 
 
 def _model_name(name: str) -> str:
@@ -491,6 +498,16 @@ def _subset(run: Any) -> list[Finding]:
 _SUBSTITUTE = re.compile(r"(?:from )?(?P<used>[\w./-]+) \((?:[^()]*; )?substitute for (?P<wanted>[\w./-]+)\)")
 
 
+def _substitutes_named(node: Any, found: dict[tuple[str, str], None]) -> None:
+    """Every "X (substitute for Y)" a retriever description's texts name, as (X, Y) keys of ``found``."""
+    if isinstance(node, str):
+        for match in _SUBSTITUTE.finditer(node):
+            found[(match["used"], match["wanted"])] = None
+    elif isinstance(node, Mapping):
+        for value in node.values():
+            _substitutes_named(value, found)
+
+
 def _substituted_models(run: Any) -> list[Finding]:
     """Substitutions a run recorded: an encoder loaded in place of the one asked for (``resolved.substitute_for``),
     a cross-encoder fine-tuned from an offline backbone in place of the configured base."""
@@ -500,15 +517,7 @@ def _substituted_models(run: Any) -> list[Finding]:
     if resolved.get("substitute_for"):
         found[(str(resolved.get("name") or encoder.get("model")), str(resolved["substitute_for"]))] = None
 
-    def walk(node: Any) -> None:
-        if isinstance(node, str):
-            for match in _SUBSTITUTE.finditer(node):
-                found[(match["used"], match["wanted"])] = None
-        elif isinstance(node, Mapping):
-            for value in node.values():
-                walk(value)
-
-    walk(run.record.retriever)
+    _substitutes_named(run.record.retriever, found)
     return [Finding("substituted-model", f"{used} stands in for {wanted} (not available here): the numbers are the "
                     f"substitute's", f"make {wanted} available (a local path or an offline bundle) and rerun; until "
                     f"then report the numbers as {used}'s") for used, wanted in found]
