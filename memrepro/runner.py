@@ -175,8 +175,7 @@ def _training_plan(cfg: DictConfig, prepared: _Prepared, splits: Sequence[Any]) 
 def recompute_cost(cfg: DictConfig, prepared: _Prepared, record: RunRecord) -> str:
     """``recomputing it takes about 2 h 10 min (...)``: the phases the run recorded (``metrics.json`` timings:
     loading, encoding, retrieval, scoring) plus the forecast of the models it would train now (absent ones)."""
-    recorded = sum(float(v) for k, v in record.timings.items() if k.endswith("_s"))
-    text = f"{duration(recorded)} of encoding, retrieval and scoring as recorded"
+    recorded, text = recorded_phases(record)
     try:
         plan = _training_plan(cfg, prepared, prepared.benchmark.splits)
     except MemreproError as exc:  # e.g. a configured checkpoint path that is gone: the run would fail there
@@ -185,6 +184,18 @@ def recompute_cost(cfg: DictConfig, prepared: _Prepared, record: RunRecord) -> s
         return f"recomputing it takes {text}"
     return (f"recomputing it takes {duration(recorded + plan.seconds)} ({text}, plus {plan.summary()} on "
             f"{where(prepared.device)}, forecast)")
+
+
+def recorded_phases(record: Any) -> tuple[float, str]:
+    """The seconds of the phases a run recorded and ``about 19 min of encoding, retrieval and scoring as
+    recorded``, with how many of its vectors the run read from the embedding cache instead of encoding them (those
+    are not in the recorded time: a run on a warm cache records seconds where a fresh machine encodes for hours)."""
+    recorded = sum(float(v) for k, v in record.timings.items() if k.endswith("_s"))
+    text = f"{duration(recorded)} of encoding, retrieval and scoring as recorded"
+    cached = sum(int(n) for n in (record.cache_hits or {}).values())
+    if cached:
+        text += f", with {cached:,} vectors read from the embedding cache (encoding them is not counted)"
+    return recorded, text
 
 
 def _reusable_splits(prepared: _Prepared, kept: KeptRuns | None = None) -> ReusedSplits:

@@ -11,6 +11,7 @@ import re
 import shutil
 import subprocess
 import sys
+from types import SimpleNamespace
 from pathlib import Path
 
 import pytest
@@ -219,3 +220,15 @@ def test_a_restored_kept_run_says_so_in_one_line_with_the_cost_of_recomputing_it
     assert (f"recomputing it takes about 1 min ({recorded} of encoding, retrieval and scoring as recorded, plus 1 "
             f"model to train, about 1 min on ") in said[0]
     assert said[0].endswith("set overwrite=true to recompute it")
+
+
+def test_the_recorded_cost_says_how_many_vectors_came_from_the_embedding_cache() -> None:
+    """A run computed on a warm cache records seconds of encoding; the cost of recomputing it says which vectors
+    its time leaves out instead of presenting the seconds as the whole cost."""
+    warm = SimpleNamespace(timings={"encode_documents_s": 0.5, "retrieve_s": 59.5, "resumed_queries": 0},
+                           cache_hits={"query": 498, "document": 23744})
+    assert runner.recorded_phases(warm) == (60.0, f"{duration(60.0)} of encoding, retrieval and scoring as "
+                                            "recorded, with 24,242 vectors read from the embedding cache (encoding "
+                                            "them is not counted)")
+    cold = SimpleNamespace(timings={"encode_documents_s": 60.0}, cache_hits={"query": 0, "document": 0})
+    assert runner.recorded_phases(cold) == (60.0, f"{duration(60.0)} of encoding, retrieval and scoring as recorded")
