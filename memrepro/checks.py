@@ -192,6 +192,11 @@ class RunView:
         return self.record.dataset
 
 
+# The per-query fields the check reads from a run's rows (never the rankings): a reader that has not parsed the
+# rows reads only these (memrepro.runs.folder.read_row_fields). A test holds this list to the code below.
+ROW_FIELDS = ("split", "seed", "episode_id", "excluded", "n_returned", "pool")
+
+
 def _scored(run: Any) -> list[dict[str, Any]]:
     return [row for row in run.rows if row.get("excluded") is None]
 

@@ -67,7 +67,7 @@ def test_run_help_is_memrepros_own_one_screen_without_hydra_or_torch(tmp_path: P
     for needle in ("retriever.k=10", "retriever.recollection.alpha=0.3", "runtime.device=cpu", "overwrite=true",
                    "+experiment=<name>", "python -m memrepro experiments --list", "-m, --multirun", "--dry-run",
                    "--cfg job", "--hydra-help", "Project folder: "):
-        assert needle in text, needle
+        assert needle in " ".join(text.split()), needle  # wherever the terminal's width wraps the lines
 
 
 @pytest.mark.integration
@@ -157,3 +157,51 @@ def test_a_preset_still_composes_on_the_command_line(tmp_path: Path, fixtures_di
     out = _memrepro("run", "+experiment=locomo_dense_mpnet", f"dataset.file={TWO}", "encoder=fake", "--cfg", "job",
                     env=_env(tmp_path, fixtures_dir), cwd=tmp_path)
     assert "condition: locomo_dense_mpnet" in out.stdout and "_target_: memrepro.retrievers.dense." in out.stdout
+
+
+def _full(line: bytes, fields: tuple[str, ...]) -> dict:
+    import json
+
+    row = json.loads(line)
+    return {name: row[name] for name in fields if name in row}
+
+
+@pytest.mark.parametrize("row", [
+    {"split": "seed7", "seed": 7, "excluded": None, "n_returned": 3, "top": [["a", 0.5]], "metrics": {}},  # no pool
+    {"split": "seed7", "pool": 9, "n_returned": 3, "top": [["a", 0.5]], "latency_ms": 1.0},  # pool before top
+    {"split": "seed7", "n_returned": 3, "top": [["a", 0.5]], "metrics": {"mrr": 1.0}, "pool": 9},  # pool after top
+    {"split": "s", "gold_ranks": {"x": 1, "top": 2}, "top": [["top", 0.1]], "pool": 4},  # "top" nested, first
+    {"split": "s", "trace": {"pool": 3}, "top": [["pool", 0.2]]},  # "pool" only inside values after the ranking
+    {"split": "s", "n_returned": 0},  # no ranking at all
+])
+def test_row_fields_read_the_fields_a_whole_parse_reads(row: dict) -> None:
+    """The protocol check's fields of a row, read without parsing its ranking, are those of the whole row: a field
+    after the ranking, a nested "top" key and a missing ranking take the whole parse; an absent field stays absent."""
+    import orjson
+
+    from memrepro.checks import ROW_FIELDS
+    from memrepro.runs.folder import row_fields
+
+    line = orjson.dumps(row)
+    assert row_fields(line, ROW_FIELDS) == _full(line, ROW_FIELDS)
+    assert row_fields(line.decode(), ROW_FIELDS) == _full(line, ROW_FIELDS)
+
+
+def test_the_check_reads_only_the_row_fields_it_declares() -> None:
+    """Every per-query field memrepro.checks reads (``row["x"]``, ``row.get("x")``) is in ROW_FIELDS, the fields a
+    reader that has not parsed the rankings hands it (memrepro.runs.folder.read_row_fields)."""
+    import ast
+
+    import memrepro.checks as checks
+
+    read = set()
+    for node in ast.walk(ast.parse(Path(checks.__file__).read_text())):
+        target = key = None
+        if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant):
+            target, key = node.value, node.slice.value
+        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "get"
+              and node.args and isinstance(node.args[0], ast.Constant)):
+            target, key = node.func.value, node.args[0].value
+        if isinstance(target, ast.Name) and target.id == "row":
+            read.add(key)
+    assert read and read <= set(checks.ROW_FIELDS), sorted(read - set(checks.ROW_FIELDS))

@@ -18,8 +18,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from memrepro.checks import (CODES, CheckInputError, Finding, RunView, check_comparison, check_run, say,
-                             stored_or_checked, valid_codes, without)
+from memrepro.checks import (CODES, ROW_FIELDS, CheckInputError, Finding, RunView, check_comparison, check_run,
+                             say, stored_or_checked, valid_codes, without)
 from memrepro.cli.args import ArgumentParser
 from memrepro.errors import EXIT_BAD_INPUT, MemreproError
 
@@ -73,9 +73,10 @@ def findings_of(folder: Path, record: Any, rows: list[dict[str, Any]] | None = N
     rows when the caller has them parsed already (a restore)."""
     if record.findings is not None:
         return stored_or_checked(RunView({}, record, [], folder))
-    from memrepro.runs.folder import read_config, read_queries
+    from memrepro.runs.folder import read_config, read_row_fields
 
-    return check_run(RunView(read_config(folder), record, rows if rows is not None else read_queries(folder), folder))
+    rows = rows if rows is not None else read_row_fields(folder, ROW_FIELDS)
+    return check_run(RunView(read_config(folder), record, rows, folder))
 
 
 def load_run(path: str | Path) -> RunView:

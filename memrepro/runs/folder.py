@@ -31,7 +31,7 @@ import shutil
 import time
 import uuid
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any, Callable, Collection, Iterable, Mapping
 
 import orjson
 import yaml
@@ -123,13 +123,16 @@ def parse_queries_file(path: Path) -> list[dict[str, Any]]:
         raise DamagedFileError(path, "missing from a complete run") from None
 
 
-def parse_queries_lines(lines: Iterable[bytes | str], path: Path) -> list[dict[str, Any]]:
+def parse_queries_lines(lines: Iterable[bytes | str], path: Path,
+                        parse: Callable[[bytes | str], Any] | None = None) -> list[dict[str, Any]]:
     """The rows of ``queries.jsonl`` lines read from ``path`` (a file, or a kept run's decompressed copy), or
-    DamagedFileError naming the bad line."""
+    DamagedFileError naming the bad line. ``parse``: how one line is read (:func:`json_row`, the whole row, by
+    default)."""
+    parse = parse or json_row
     rows = []
     for number, line in enumerate(lines, start=1):
         try:
-            row = json_row(line)
+            row = parse(line)
         except UnicodeDecodeError:
             raise DamagedFileError(path, f"line {number} is not UTF-8") from None
         except json.JSONDecodeError as exc:
@@ -148,6 +151,41 @@ def json_row(line: bytes | str) -> Any:
         return orjson.loads(line)
     except orjson.JSONDecodeError:
         return json.loads(line)
+
+
+# Rows are written compactly with their ranking after the per-query fields; this key opens the ranking.
+_RANKING_KEY = b',"top":'
+
+
+def row_fields(line: bytes | str, fields: Collection[str]) -> dict[str, Any]:
+    """``fields`` of one ``queries.jsonl`` row (a field the row lacks is left out), parsing only the part before
+    the row's ranking when that part holds them: the ranking (``top``) is most of a row's bytes and of its parse
+    time. Exact, not a guess: the part is only used when it parses as a JSON object on its own (the key cannot
+    then sit inside a nested value: a nested cut leaves a bracket open) and no field it lacks is a key later in
+    the line; any other row is parsed whole."""
+    raw = line.encode("utf-8") if isinstance(line, str) else line
+    cut = raw.find(_RANKING_KEY)
+    if cut > 0:
+        try:
+            head = orjson.loads(raw[:cut] + b"}")
+        except orjson.JSONDecodeError:
+            head = None
+        rest = raw[cut:]
+        if isinstance(head, dict) and not any(name not in head and b'"%s":' % name.encode() in rest
+                                              for name in fields):
+            return {name: head[name] for name in fields if name in head}
+    row = json_row(line)
+    return {name: row[name] for name in fields if name in row} if isinstance(row, dict) else row
+
+
+def read_row_fields(folder: Path, fields: Collection[str]) -> list[dict[str, Any]]:
+    """``fields`` of every query row of a complete run whose manifest the caller has verified (:func:`row_fields`:
+    what a reader of a few per-query fields needs, without parsing each ranking)."""
+    if not is_complete(folder):
+        raise FileNotFoundError(f"{folder} is not a complete run (no {COMPLETE} marker)")
+    path = folder / "queries.jsonl"
+    with open(path, "rb") as handle:
+        return parse_queries_lines(handle, path, lambda line: row_fields(line, fields))
 
 
 def read_config(folder: Path) -> dict[str, Any]:
