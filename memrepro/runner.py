@@ -123,8 +123,8 @@ def run(cfg: DictConfig, retriever: Retriever | None = None, context: RunContext
                 restored = kept.restore_or_warn(folder, "the run is recomputed", announce=False)
             if problem and not cfg.overwrite:
                 log.warning("%s; %s", problem, "restored from its kept copy" if restored else "the run is recomputed")
-            # another process may have completed it meanwhile
-            if cfg.overwrite or run_problem(folder):
+            # another process may have completed it meanwhile; a restore has just verified what it committed
+            if cfg.overwrite or (restored is None and run_problem(folder)):
                 reused = ReusedSplits() if cfg.overwrite else _reusable_splits(prepared, kept)
                 return _compute(cfg, context, prepared, checkpoint, timings, reused)
             checkpoint.discard()  # complete (a commit finished by recover): its checkpoint is spent

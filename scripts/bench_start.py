@@ -71,6 +71,8 @@ def main() -> int:
         results = Path(tmp) / "results"
         env = {**os.environ, "MEMREPRO_RESULTS_DIR": str(results), "PYTHONPATH": str(REPO)}
         env.pop("MEMREPRO_KEPT_DIR", None)  # the checkout's kept runs
+        # as a user's Python does: modules compiled once into __pycache__, not on every start (0.1 s here)
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
 
         def empty() -> None:
             shutil.rmtree(results, ignore_errors=True)
