@@ -104,6 +104,10 @@ def test_matrix_keeps_the_papers_layout_and_footnotes_reasons(tmp_path: Path) ->
     cell = table.cells[("encoder B / Method one", "R@10 Basic")]
     assert (cell.ours, cell.committed, cell.note, cell.kind) == ("0.6100", True, 1, "not comparable")
     assert second.column_groups() == [("", 1)] and read_matrix(tmp_path / "absent") is None
+    assert cell.earlier is None  # a cell whose run was computed again carries its earlier value from the ledger
+    (tmp_path / "recomputed.csv").write_text("table,row,column,earlier\nreproduction_matrix,fixture_table · "
+                                             "encoder B / Method one · R@10 Basic,ours,0.6000\n", encoding="utf-8")
+    assert read_matrix(tmp_path)[0].cells[("encoder B / Method one", "R@10 Basic")].earlier == "0.6000"
 
 
 def test_matrix_cells_carry_the_findings_on_our_number(tmp_path: Path) -> None:

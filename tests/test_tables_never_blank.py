@@ -12,6 +12,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from memrepro.errors import DamagedFileError
 from memrepro.tables import committed
 from memrepro.tables.render import write_table
 from memrepro.tables.rfmem_figures import write_index
@@ -55,6 +56,32 @@ def test_a_row_or_note_the_new_rendering_drops_is_kept_and_a_rerender_is_byte_id
     assert b"cascade,0.5579 \xe2\x80\xa1" in once["t.csv"] and b"Cost cascade / v1: 2.40\xc3\x97 \xe2\x80\xa1" in once["t.md"]
     write_table(first, tmp_path, "t", "T", notes=["legend"], keep_committed=True)
     assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == once
+
+
+def test_a_kept_cell_computed_again_says_its_earlier_value_and_how_far_it_moved(tmp_path: Path) -> None:
+    """A marked cell whose run is computed again with another result: the ledger keeps the earlier value (written
+    before the table), every later rendering says it under the table with the move, and stays byte-identical;
+    a cell computed again to the same value, and a text cell, are not listed."""
+    write_table(_table([["dense", "0.3254", "0.5345"], ["v1", "0.5285 ± 0.0100 *", "0.7431"]]), tmp_path, "t", "T")
+    write_table(_table([["dense", "0.3254", "0.5345"], ["v1", "—", "—"]]), tmp_path, "t", "T", keep_committed=True)
+    again = _table([["dense", "0.3254", "0.5345"], ["v1", "0.5263 ± 0.0120 *", "0.7431"]])
+    write_table(again, tmp_path, "t", "T", keep_committed=True)
+    ledger = pd.read_csv(tmp_path / committed.LEDGER, dtype=str, keep_default_na=False)
+    assert ledger.values.tolist() == [["t", "v1", "MRR", "0.5285 ± 0.0100 *"]]  # R@10 came out the same
+    notes = committed.read_committed_notes(tmp_path / "t.md")
+    assert notes[0] == "recomputed v1: MRR 0.5285 ± 0.0100 * → 0.5263 ± 0.0120 * (−0.0022)"
+    assert notes[1].startswith("recomputed: cells whose earlier committed value came from runs that were not kept")
+    assert "‡" not in (tmp_path / "t.md").read_text(encoding="utf-8")
+    once = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+    write_table(again, tmp_path, "t", "T", keep_committed=True)
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == once
+
+
+def test_a_damaged_ledger_of_recomputed_cells_is_refused_with_its_path(tmp_path: Path) -> None:
+    write_table(_table([["dense", "0.3254", "0.5345"]]), tmp_path, "t", "T")
+    (tmp_path / committed.LEDGER).write_text("what,is,this\n1,2,3\n", encoding="utf-8")
+    with pytest.raises(DamagedFileError, match="recomputed.csv: expected the columns table, row, column, earlier"):
+        write_table(_table([["dense", "0.3254", "0.5345"]]), tmp_path, "t", "T", keep_committed=True)
 
 
 @pytest.mark.parametrize("damage", [b"", b"\xff\xfe not UTF-8\n", b'method,MRR\n"dense,0.3254\n'])

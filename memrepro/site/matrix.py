@@ -18,7 +18,7 @@ import pandas as pd
 from memrepro.checks import Finding, loads, tags
 from memrepro.errors import DamagedFileError
 from memrepro.site.findings import Note, notes
-from memrepro.tables.committed import MARK, unmarked
+from memrepro.tables.committed import LEDGER, MARK, ROW_JOIN, read_ledger, unmarked
 from memrepro.tables.naming import shorten
 from memrepro.tables.reproduction import FINDINGS, KINDS, verdict_counts, verdict_kind
 
@@ -36,6 +36,7 @@ class Cell:
     committed: bool  # a committed value whose run is not on this machine (marked in the tables)
     note: int | None  # footnote number of the reason
     findings: tuple[Finding, ...] = ()  # the protocol check's, on our number
+    earlier: str | None = None  # our value before its run was computed again (results/tables/recomputed.csv)
 
     @property
     def tags(self) -> str:
@@ -104,7 +105,9 @@ def read_matrix(tables_dir: Path) -> list[PaperTable] | None:
     missing = {"table", "row", "column", "ours", "paper", "|Δ|", "verdict"} - set(frame.columns)
     if missing:
         raise ValueError(f"{path}: columns {sorted(missing)} missing; rerun `python -m memrepro tables`")
-    return [_table(name, part, _title(Path(tables_dir), name), path)
+    earlier = {e.row: e.earlier for e in read_ledger(Path(tables_dir) / LEDGER)
+               if e.table == MATRIX and e.column == "ours"}
+    return [_table(name, part, _title(Path(tables_dir), name), path, earlier)
             for name, part in frame.groupby("table", sort=False)]
 
 
@@ -128,7 +131,7 @@ def _findings(record: dict, path: Path) -> tuple[Finding, ...]:
                                "rerun `python -m memrepro tables`") from None
 
 
-def _table(name: str, part: pd.DataFrame, title: str, path: Path) -> PaperTable:
+def _table(name: str, part: pd.DataFrame, title: str, path: Path, earlier: dict[str, str]) -> PaperTable:
     row_names = list(dict.fromkeys(part["row"]))
     column_names = list(dict.fromkeys(part["column"]))
     grouped_rows = all(ROW_GROUP in r for r in row_names)
@@ -149,5 +152,5 @@ def _table(name: str, part: pd.DataFrame, title: str, path: Path) -> PaperTable:
         committed = any(str(record[k]).endswith(MARK) for k in ("ours", "paper", "verdict"))
         table.cells[(record["row"], record["column"])] = Cell(
             unmarked(record["ours"]), unmarked(record["paper"]), unmarked(record["|Δ|"]), verdict, kind, committed,
-            note, _findings(record, path))
+            note, _findings(record, path), earlier.get(ROW_JOIN.join((name, record["row"], record["column"]))))
     return table

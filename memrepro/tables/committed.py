@@ -8,17 +8,23 @@ kept too. A table with no kept cell is written exactly as rendered.
 
 This is what lets a fresh clone, which has only the kept runs (``results/kept``), re-render the committed tables
 byte for byte: the cells it can compute come out the same, and the others are the committed ones, already marked.
+
+When a marked cell's run is computed again, the new value replaces it; where it differs (training on a CPU is not
+bit-reproducible), the earlier value is written to the ledger ``results/tables/recomputed.csv`` (before the table)
+and every later rendering says in a note under the table what the cell held before and how far it moved.
 """
 
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
 
 from memrepro.errors import DamagedFileError, one_line
+from memrepro.files import write_text_atomic
 
 MARK = "‡"
 ABSENT = frozenset({"", "—", "-", "nan", "none", "not run", "missing", "missing: not run"})
@@ -44,11 +50,34 @@ def marked(text: str) -> str:
     return text if text.endswith(MARK) else f"{text} {MARK}"
 
 
+LEDGER = "recomputed.csv"  # beside the tables: the earlier values of marked cells computed again
+LEDGER_COLUMNS = ["table", "row", "column", "earlier"]
+ROW_JOIN = " · "  # a row's key cells joined, as the ledger names the row
+_NUMBER = re.compile(r"^[-+−]?\d+(?:\.\d+)?")
+
+
+@dataclass(frozen=True)
+class Recomputed:
+    """A marked cell whose run was computed again with a different result: the value it held before."""
+
+    table: str
+    row: str  # the row's key cells, joined by " · "
+    column: str
+    earlier: str
+
+
+def _number(text: str) -> float | None:
+    found = _NUMBER.match(text.strip())
+    return float(found.group().replace("−", "-")) if found else None
+
+
 @dataclass
 class Merged:
     frame: pd.DataFrame
     kept: int = 0  # cells taken from the committed table (marked)
     origin: list[int | None] = field(default_factory=list)  # per row: its row in the new rendering, if any
+    key: list[str] = field(default_factory=list)  # the columns that name a row
+    recomputed: list[tuple[str, str, str]] = field(default_factory=list)  # (row, column, earlier value)
 
     def bold(self, new_bold: pd.DataFrame | None) -> pd.DataFrame | None:
         """The new rendering's bold flags moved to the merged rows (kept cells are never bold)."""
@@ -120,6 +149,7 @@ def merge(new: pd.DataFrame, old: pd.DataFrame | None) -> Merged:
     key = _key(old, new) if not new.empty else []
     if not key and not new.empty:
         return Merged(new)  # rows cannot be matched: the new rendering stands as it is
+    recomputed: list[tuple[str, str, str]] = []
     new_rows = {tuple(str(v) for v in row): i for i, row in enumerate(new[key].itertuples(index=False))} if key else {}
     if key:
         old = old.drop_duplicates(key)  # a row named twice in the committed table is one row
@@ -139,6 +169,10 @@ def merge(new: pd.DataFrame, old: pd.DataFrame | None) -> Merged:
                 row[column] = marked(before)
                 kept += 1
             else:
+                earlier = unmarked(before)
+                if (before.endswith(MARK) and earlier != str(fresh) and _number(earlier) is not None
+                        and _number(str(fresh)) is not None):  # a kept value computed again, differently
+                    recomputed.append((ROW_JOIN.join(map(str, old_row[key])), column, earlier))
                 row[column] = "" if fresh is None or (isinstance(fresh, float) and math.isnan(fresh)) else str(fresh)
         rows.append(row)
         origin.append(at)
@@ -146,5 +180,57 @@ def merge(new: pd.DataFrame, old: pd.DataFrame | None) -> Merged:
         rows.append({c: str(new.iloc[at][c]) if c in new.columns else "" for c in columns})
         origin.append(at)
     if not kept:
-        return Merged(new)
-    return Merged(pd.DataFrame(rows, columns=columns), kept, origin)
+        return Merged(new, key=key, recomputed=recomputed)
+    return Merged(pd.DataFrame(rows, columns=columns), kept, origin, key, recomputed)
+
+
+def read_ledger(path: Path) -> list[Recomputed]:
+    """The recomputed cells' earlier values (none without a ledger); a ledger that cannot be read is refused
+    (:class:`DamagedFileError` naming it): its earlier values would be lost from the notes."""
+    if not path.is_file():
+        return []
+    try:
+        frame = pd.read_csv(path, dtype=str, keep_default_na=False)
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
+        raise DamagedFileError(path, f"the ledger of recomputed cells cannot be read ({one_line(exc)})",
+                               f"restore it with `git checkout -- {path}`") from exc
+    if list(frame.columns) != LEDGER_COLUMNS:
+        raise DamagedFileError(path, f"expected the columns {', '.join(LEDGER_COLUMNS)}, found "
+                               f"{', '.join(map(str, frame.columns))}", f"restore it with `git checkout -- {path}`")
+    return [Recomputed(*row) for row in frame.itertuples(index=False)]
+
+
+def record(path: Path, table: str, merged: Merged) -> list[Recomputed]:
+    """The ledger's entries for ``table`` after adding ``merged``'s recomputed cells (written atomically when
+    there is a new one, before the table that loses the earlier value is written)."""
+    entries = read_ledger(path)
+    known = {(e.table, e.row, e.column) for e in entries}
+    new = [Recomputed(table, row, column, earlier) for row, column, earlier in merged.recomputed
+           if (table, row, column) not in known]
+    if new:
+        entries += new
+        write_text_atomic(path, pd.DataFrame([vars(e) for e in entries], columns=LEDGER_COLUMNS).to_csv(index=False))
+    return [e for e in entries if e.table == table]
+
+
+def recomputed_notes(entries: list[Recomputed], frame: pd.DataFrame, key: list[str]) -> list[str]:
+    """One note per recomputed row of ``frame``: each cell's earlier value, its value now and how far the leading
+    number moved; then what the earlier values were. Empty when no entry names a row of ``frame``."""
+    if not entries or not key:
+        return []
+    now = {ROW_JOIN.join(map(str, row[key])): row for _, row in frame.iterrows()}
+    by_row: dict[str, list[str]] = {}
+    for entry in entries:
+        row = now.get(entry.row)
+        if row is None or entry.column not in frame.columns:
+            continue
+        value = unmarked(str(row[entry.column]))
+        before, after = _number(entry.earlier), _number(value)
+        moved = f" ({after - before:+.4f})".replace("-", "−") if before is not None and after is not None else ""
+        by_row.setdefault(entry.row, []).append(f"{entry.column} {entry.earlier} → {value}{moved}")
+    if not by_row:
+        return []
+    return [*(f"recomputed {row}: {'; '.join(cells)}" for row, cells in by_row.items()),
+            "recomputed: cells whose earlier committed value came from runs that were not kept; the runs were "
+            "computed again and are kept now, and model training on a CPU is not bit-reproducible, so the values "
+            "moved by the amounts shown (the earlier values: results/tables/recomputed.csv)."]
