@@ -350,6 +350,9 @@ def _deeper_than_list(run: Any, pools: Mapping[str, int] | None) -> list[Finding
         return []
     depth = max(int(row.get("n_returned") or 0) for row in rows)
     external = run.record.provenance.run_file
+    k = (run.config.get("retriever") or {}).get("k")
+    if not external and isinstance(k, int) and not isinstance(k, bool) and depth < k:
+        return []  # no list reached the retriever's k: they end by the method's own rule (a similarity floor)
     finding = deeper_than_list(depth, sizes, run.record.metric_names, str(external["path"]) if external else
                                "this run", None if external else RUN_FIX)
     return [finding] if finding else []

@@ -133,6 +133,13 @@ def test_deeper_than_list_names_the_lower_bounds_and_the_exact_metrics() -> None
     assert "deeper-than-list" not in codes(check_run(view(metrics=("mrr",), query_rows=rows(pool=40, returned=40))))
     # PersonaBench's metrics are defined on the returned list: never deeper than it
     assert deeper_than_list(5, [80, 90], ["pb_recall", "pb_recall@5"], "x") is None
+    # lists that stop before the retriever's k end by its own rule (Familiarity's similarity floor), not a depth
+    floor = {"_target_": "memrepro.retrievers.dense.DenseRetriever", "mode": "topk", "k": 50, "min_sim": 0.0}
+    short = rows(pool=58, returned=49)
+    assert "deeper-than-list" not in codes(check_run(view(metrics=("recall_all@50",), retriever=floor,
+                                                          query_rows=short)))
+    at_k = view(metrics=("recall_all@50",), retriever={**floor, "k": 49}, query_rows=short)
+    assert "deeper-than-list" in codes(check_run(at_k))  # cut at k = 49 while pools hold 58
 
 
 def test_split_leakage_from_what_each_model_recorded_it_saw() -> None:
