@@ -64,10 +64,10 @@ def test_a_kept_cell_computed_again_says_its_earlier_value_and_how_far_it_moved(
     a cell computed again to the same value, and a text cell, are not listed."""
     write_table(_table([["dense", "0.3254", "0.5345"], ["v1", "0.5285 ± 0.0100 *", "0.7431"]]), tmp_path, "t", "T")
     write_table(_table([["dense", "0.3254", "0.5345"], ["v1", "—", "—"]]), tmp_path, "t", "T", keep_committed=True)
-    again = _table([["dense", "0.3254", "0.5345"], ["v1", "0.5263 ± 0.0120 *", "0.7431"]])
+    again = _table([["dense", "0.3254", "0.5345"], ["v1", "0.5263 ± 0.0120 * [S]", "0.7431 [F,S]"]])
     write_table(again, tmp_path, "t", "T", keep_committed=True)
     ledger = pd.read_csv(tmp_path / committed.LEDGER, dtype=str, keep_default_na=False)
-    assert ledger.values.tolist() == [["t", "v1", "MRR", "0.5285 ± 0.0100 *"]]  # R@10 came out the same
+    assert ledger.values.tolist() == [["t", "v1", "MRR", "0.5285 ± 0.0100 *"]]  # R@10 came out the same, tagged
     notes = committed.read_committed_notes(tmp_path / "t.md")
     assert notes[0] == "recomputed v1: MRR 0.5285 ± 0.0100 * → 0.5263 ± 0.0120 * (−0.0022)"
     assert notes[1].startswith("recomputed: cells whose earlier committed value came from runs that were not kept")

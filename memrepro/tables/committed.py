@@ -54,6 +54,7 @@ LEDGER = "recomputed.csv"  # beside the tables: the earlier values of marked cel
 LEDGER_COLUMNS = ["table", "row", "column", "earlier"]
 ROW_JOIN = " · "  # a row's key cells joined, as the ledger names the row
 _NUMBER = re.compile(r"^[-+−]?\d+(?:\.\d+)?")
+_TAGS = re.compile(r"\s\[[A-Z](?:,[A-Z])*\]$")  # the protocol check's tags after a number (memrepro.checks.tags)
 
 
 @dataclass(frozen=True)
@@ -64,6 +65,22 @@ class Recomputed:
     row: str  # the row's key cells, joined by " · "
     column: str
     earlier: str
+
+
+def _value(text: str) -> str:
+    """A cell's value: without the ‡ mark and the protocol check's tags (a committed cell may predate them)."""
+    return _TAGS.sub("", unmarked(str(text)))
+
+
+def _move(earlier: str, now: str) -> str:
+    """`` (−0.0022)``: how far the leading number moved, at the earlier value's decimals; ``""`` when it did not
+    (a confidence interval that moved shows in the two texts)."""
+    before, after = _number(earlier), _number(now)
+    if before is None or after is None:
+        return ""
+    decimals = len(_NUMBER.match(earlier.strip()).group().partition(".")[2])
+    move = round(after - before, decimals)
+    return f" ({move:+.{decimals}f})".replace("-", "−") if move else ""
 
 
 def _number(text: str) -> float | None:
@@ -169,8 +186,8 @@ def merge(new: pd.DataFrame, old: pd.DataFrame | None) -> Merged:
                 row[column] = marked(before)
                 kept += 1
             else:
-                earlier = unmarked(before)
-                if (before.endswith(MARK) and earlier != str(fresh) and _number(earlier) is not None
+                earlier = _value(before)
+                if (before.endswith(MARK) and earlier != _value(str(fresh)) and _number(earlier) is not None
                         and _number(str(fresh)) is not None):  # a kept value computed again, differently
                     recomputed.append((ROW_JOIN.join(map(str, old_row[key])), column, earlier))
                 row[column] = "" if fresh is None or (isinstance(fresh, float) and math.isnan(fresh)) else str(fresh)
@@ -224,13 +241,13 @@ def recomputed_notes(entries: list[Recomputed], frame: pd.DataFrame, key: list[s
         row = now.get(entry.row)
         if row is None or entry.column not in frame.columns:
             continue
-        value = unmarked(str(row[entry.column]))
-        before, after = _number(entry.earlier), _number(value)
-        moved = f" ({after - before:+.4f})".replace("-", "−") if before is not None and after is not None else ""
+        value = _value(row[entry.column])
+        moved = _move(entry.earlier, value)
         by_row.setdefault(entry.row, []).append(f"{entry.column} {entry.earlier} → {value}{moved}")
     if not by_row:
         return []
     return [*(f"recomputed {row}: {'; '.join(cells)}" for row, cells in by_row.items()),
             "recomputed: cells whose earlier committed value came from runs that were not kept; the runs were "
-            "computed again and are kept now, and model training on a CPU is not bit-reproducible, so the values "
-            "moved by the amounts shown (the earlier values: results/tables/recomputed.csv)."]
+            "computed again and are kept now, and the values moved by the amounts shown: a trained model's numbers "
+            "move where training on a CPU is not bit-reproducible, timings with the machine and its load (the "
+            "earlier values: results/tables/recomputed.csv)."]
