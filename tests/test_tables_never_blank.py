@@ -75,6 +75,9 @@ def test_a_kept_cell_computed_again_says_its_earlier_value_and_how_far_it_moved(
     once = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
     write_table(again, tmp_path, "t", "T", keep_committed=True)
     assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == once
+    (tmp_path / "t.csv").unlink()  # no committed table to match rows against: the notes stay
+    write_table(again, tmp_path, "t", "T", keep_committed=True)
+    assert committed.read_committed_notes(tmp_path / "t.md")[:2] == notes[:2]
 
 
 def test_a_damaged_ledger_of_recomputed_cells_is_refused_with_its_path(tmp_path: Path) -> None:

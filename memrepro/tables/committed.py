@@ -233,6 +233,7 @@ def record(path: Path, table: str, merged: Merged) -> list[Recomputed]:
 def recomputed_notes(entries: list[Recomputed], frame: pd.DataFrame, key: list[str]) -> list[str]:
     """One note per recomputed row of ``frame``: each cell's earlier value, its value now and how far the leading
     number moved; then what the earlier values were. Empty when no entry names a row of ``frame``."""
+    key = key or _key(frame, frame)  # no committed table to match against: the frame's own row names
     if not entries or not key:
         return []
     now = {ROW_JOIN.join(map(str, row[key])): row for _, row in frame.iterrows()}
