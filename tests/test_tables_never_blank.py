@@ -137,3 +137,20 @@ def test_tables_on_a_fresh_clone_re_renders_every_committed_file_byte_for_byte(t
                 if (tmp_path / Path(name).name).read_bytes() != ours.read_bytes()]
     assert changed == [], f"`tables` on a fresh clone changed {changed}; run `python -m memrepro tables` and commit"
     assert "—" not in (results / "tables" / "rfmem_table2.csv").read_text(encoding="utf-8").split("BAAI")[0]
+
+
+def test_the_reproduction_matrix_notes_a_recomputed_cell(tmp_path: Path) -> None:
+    """The matrix (written by its own merge) keeps the earlier value of a ‡ cell computed again, as the tables do."""
+    from memrepro.cli.tables import render_matrix
+    from memrepro.tables.reproduction import Cell
+
+    def cells(mrr: float | None) -> list[Cell]:
+        return [Cell("t", "cascade", "MRR", mrr, 0.6560, "not comparable: our CE"),
+                Cell("t", "cascade", "H@1", 0.3385, 0.5474, "not comparable: our CE")]
+
+    render_matrix(cells(0.4921), tmp_path)
+    render_matrix(cells(None), tmp_path)
+    assert "0.4921 ‡" in (tmp_path / "reproduction_matrix.csv").read_text(encoding="utf-8")
+    render_matrix(cells(0.4927), tmp_path)
+    notes = committed.read_committed_notes(tmp_path / "reproduction_matrix.md")
+    assert "recomputed t · cascade · MRR: ours 0.4921 → 0.4927 (+0.0006); |Δ| 0.1639 → 0.1633 (−0.0006)" in notes
