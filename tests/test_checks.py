@@ -21,6 +21,8 @@ from memrepro.runs.record import RunRecord
 
 REPO = Path(__file__).resolve().parents[1]
 KEPT = REPO / "results" / "kept"
+# the kept run of the README's design-card command (python -m memrepro run dataset=locomo retriever=cascade)
+DESIGN_CARD = KEPT / "locomo" / "cascade" / "all-mpnet-base-v2" / "de30af583e07961a"
 LOCOMO_SHA = "79fa87e90f04081343b8c8debecb80a9a6842b76a7aa537dc9fdf651ea698ff4"
 CLEANED_S_SHA = "e6921e1ef1e2b4669f08084efbcb135cd5aabd85f21bf879642c74a40842c05b"
 DENSE = {"_target_": "memrepro.retrievers.dense.DenseRetriever", "mode": "full"}
@@ -249,8 +251,7 @@ def test_a_record_written_before_findings_reads_with_none_recorded() -> None:
 
 
 def test_the_kept_cascade_run_reports_r10_and_hit10_are_v1s() -> None:
-    [folder] = (KEPT / "locomo" / "cascade" / "all-mpnet-base-v2").iterdir()
-    run = load_run(folder)  # read in place from the kept copy
+    run = load_run(DESIGN_CARD)  # read in place from the kept copy
     found = {f.code: f for f in check_run(run)}
     assert {"recall_list@10", "hit@10"} <= set(found["fixed-by-first-stage"].metrics)
     assert "mrr" not in found["fixed-by-first-stage"].metrics and "substituted-model" in found
@@ -276,7 +277,7 @@ def test_check_command_exit_codes_and_a_damaged_folder_named_then_the_next_check
     clean = _kept_copy(tmp_path)
     assert main([str(clean), "--no-data"]) == 0
     assert "personabench, 0 findings" in capsys.readouterr().out
-    [cascade] = (KEPT / "locomo" / "cascade" / "all-mpnet-base-v2").iterdir()
+    cascade = DESIGN_CARD
     assert main([str(cascade), "--no-data"]) == 1
     assert "finding fixed-by-first-stage" in capsys.readouterr().out
     assert main([str(cascade), "--no-data", "--ignore", "fixed-by-first-stage", "--ignore", "substituted-model"]) == 0
