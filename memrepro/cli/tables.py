@@ -116,7 +116,7 @@ def render_matrix(cells: list[Cell], out: Path, ignore: tuple = ()) -> dict[str,
     cells = [dataclasses.replace(c, findings=tuple(without(c.findings, ignore))) for c in cells]
     merged = committed.merge(pd.DataFrame([c.as_row() for c in cells]),
                              committed.read_committed(out / "reproduction_matrix.csv"))
-    recomputed = committed.record(out / committed.LEDGER, "reproduction_matrix", merged)  # before the matrix
+    recomputed = committed.recomputed(out, "reproduction_matrix", merged)  # before the matrix is written
     by_table: dict[str, list[str]] = {}
     for table, verdict in zip(merged.frame["table"], merged.frame["verdict"]):
         by_table.setdefault(table, []).append(committed.unmarked(verdict))
@@ -128,8 +128,7 @@ def render_matrix(cells: list[Cell], out: Path, ignore: tuple = ()) -> dict[str,
                  "and Recol. (Recollection).")
     shown, reasons = footnoted(merged.frame.drop(columns=[FINDINGS]))
     _say(write_table(shown, out, "reproduction_matrix", "Reproduction matrix (every paper cell)",
-                     notes=notes + reasons + committed.recomputed_notes(recomputed, merged.frame, merged.key)
-                     + ([committed.note(merged.kept)] if merged.kept else []),
+                     notes=notes + reasons + recomputed + ([committed.note(merged.kept)] if merged.kept else []),
                      csv=merged.frame), "reproduction matrix")
     for line in notes[:len(summaries)]:
         print(f"  {line}")

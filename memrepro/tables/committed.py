@@ -113,13 +113,19 @@ def read_committed(csv_path: Path) -> pd.DataFrame | None:
     A committed table that cannot be read is refused (:class:`DamagedFileError` naming it), never treated as absent:
     its cells would then be lost from every cell whose run is absent, replaced by "—".
     """
-    if not csv_path.is_file():
+    return _read_csv(csv_path, "the committed table", " and render again")
+
+
+def _read_csv(path: Path, what: str, then: str = "") -> pd.DataFrame | None:
+    """A CSV that ``tables`` wrote, its cells as strings (None when absent); one it cannot read is a
+    :class:`DamagedFileError` naming it and ``what`` it is, with the fix: restore it from git (then ``then``)."""
+    if not path.is_file():
         return None
     try:
-        return pd.read_csv(csv_path, dtype=str, keep_default_na=False)
+        return pd.read_csv(path, dtype=str, keep_default_na=False)
     except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
-        raise DamagedFileError(csv_path, f"the committed table cannot be read ({one_line(exc)})",
-                               f"restore it with `git checkout -- {csv_path}` and render again") from exc
+        raise DamagedFileError(path, f"{what} cannot be read ({one_line(exc)})",
+                               f"restore it with `git checkout -- {path}`{then}") from exc
 
 
 def read_committed_notes(md_path: Path) -> list[str]:
@@ -204,22 +210,24 @@ def merge(new: pd.DataFrame, old: pd.DataFrame | None) -> Merged:
 def read_ledger(path: Path) -> list[Recomputed]:
     """The recomputed cells' earlier values (none without a ledger); a ledger that cannot be read is refused
     (:class:`DamagedFileError` naming it): its earlier values would be lost from the notes."""
-    if not path.is_file():
+    frame = _read_csv(path, "the ledger of recomputed cells")
+    if frame is None:
         return []
-    try:
-        frame = pd.read_csv(path, dtype=str, keep_default_na=False)
-    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
-        raise DamagedFileError(path, f"the ledger of recomputed cells cannot be read ({one_line(exc)})",
-                               f"restore it with `git checkout -- {path}`") from exc
     if list(frame.columns) != LEDGER_COLUMNS:
         raise DamagedFileError(path, f"expected the columns {', '.join(LEDGER_COLUMNS)}, found "
                                f"{', '.join(map(str, frame.columns))}", f"restore it with `git checkout -- {path}`")
     return [Recomputed(*row) for row in frame.itertuples(index=False)]
 
 
-def record(path: Path, table: str, merged: Merged) -> list[Recomputed]:
+def recomputed(out_dir: Path, table: str, merged: Merged) -> list[str]:
+    """The notes under ``table`` on its recomputed cells, after recording ``merged``'s new ones in the ledger in
+    ``out_dir`` (call it before writing the table, which loses their earlier values)."""
+    return _recomputed_notes(_record(out_dir / LEDGER, table, merged), merged.frame, merged.key)
+
+
+def _record(path: Path, table: str, merged: Merged) -> list[Recomputed]:
     """The ledger's entries for ``table`` after adding ``merged``'s recomputed cells (written atomically when
-    there is a new one, before the table that loses the earlier value is written)."""
+    there is a new one)."""
     entries = read_ledger(path)
     known = {(e.table, e.row, e.column) for e in entries}
     new = [Recomputed(table, row, column, earlier) for row, column, earlier in merged.recomputed
@@ -230,7 +238,7 @@ def record(path: Path, table: str, merged: Merged) -> list[Recomputed]:
     return [e for e in entries if e.table == table]
 
 
-def recomputed_notes(entries: list[Recomputed], frame: pd.DataFrame, key: list[str]) -> list[str]:
+def _recomputed_notes(entries: list[Recomputed], frame: pd.DataFrame, key: list[str]) -> list[str]:
     """One note per recomputed row of ``frame``: each cell's earlier value, its value now and how far the leading
     number moved; then what the earlier values were. Empty when no entry names a row of ``frame``."""
     key = key or _key(frame, frame)  # no committed table to match against: the frame's own row names

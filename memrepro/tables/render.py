@@ -57,8 +57,7 @@ def write_table(frame: pd.DataFrame, out_dir: Path, name: str, title: str, *, bo
     paths = [out_dir / f"{name}.md", out_dir / f"{name}.tex", out_dir / f"{name}.csv"]
     if keep_committed:
         merged = committed.merge(frame, committed.read_committed(paths[2]))
-        recomputed = committed.record(out_dir / committed.LEDGER, name, merged)  # before the table loses them
-        notes = [*notes, *committed.recomputed_notes(recomputed, merged.frame, merged.key)]
+        notes = [*notes, *committed.recomputed(out_dir, name, merged)]
         if merged.kept:
             frame, bold = merged.frame, merged.bold(bold)
             notes = [*notes, *committed.kept_notes(list(notes), committed.read_committed_notes(paths[0])),
