@@ -55,7 +55,6 @@ class RunOutcome:
     record: RunRecord
     encoded: dict[str, int]
     restored: bool = False  # rebuilt from its kept copy (results/kept) instead of computed
-    rows: list[dict[str, Any]] | None = None  # a restored run's query rows, as parsed to rebuild it
 
     @property
     def metrics(self) -> dict[str, Any]:
@@ -130,12 +129,12 @@ def run(cfg: DictConfig, retriever: Retriever | None = None, context: RunContext
             checkpoint.discard()  # complete (a commit finished by recover): its checkpoint is spent
     record = read_record(folder)
     if restored:
-        log.info("restored run %s from its kept copy %s: %s; set overwrite=true to recompute it", run_id,
+        log.info("restored run %s from its kept copy %s: %s; set overwrite=true to recompute it; its run.trec is "
+                 "written on first use (eval of it, or keep --restore <run folder>)", run_id,
                  shown(kept.copy_of(folder)), recompute_cost(cfg, prepared, record))
     else:
         log.info("run %s is complete: skipped (set overwrite=true to redo it)", shown(folder))
-    return RunOutcome(folder, True, record, {"query": 0, "document": 0}, restored is not None,
-                      restored.rows if restored is not None else None)
+    return RunOutcome(folder, True, record, {"query": 0, "document": 0}, restored is not None)
 
 
 def dry_run(cfg: DictConfig, context: RunContext | None = None) -> str:

@@ -6,13 +6,17 @@ median wall time is reported:
 - ``python -c pass``: the interpreter alone, the unit of the ratios;
 - ``python -m memrepro --help`` and ``python -m memrepro run --help``;
 - ``python -m memrepro run <overrides>`` of a run whose kept copy exists: its restore into an empty results folder
-  (rebuilding ``queries.jsonl`` and ``run.trec``), then its skip (the folder is complete).
+  (``queries.jsonl`` decompressed and checked; ``run.trec`` is written on first use, not here), then its skip (the
+  folder is complete).
+
+As on a fresh clone, the models folder is an empty one (``--with-models``: the project's): the restore line's cost
+of recomputing includes the training plan, which verifies every trained model present (hashing its files).
 
 For each, the heavy libraries the process imported are listed (a skip or a restore imports none of torch,
 sentence-transformers, pandas). The default run is LoCoMo dense mpnet, kept in ``results/kept``; the benchmark
 files come from ``$MEMREPRO_DATA_DIR``. Nothing is written outside a temporary results folder.
 
-    python scripts/bench_start.py [--repeats 7] [overrides ...]
+    python scripts/bench_start.py [--repeats 7] [--with-models] [overrides ...]
 """
 
 from __future__ import annotations
@@ -63,6 +67,8 @@ def _wall(command: list[str], env: dict[str, str], before=None) -> float:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--repeats", type=int, default=7)
+    parser.add_argument("--with-models", action="store_true",
+                        help="use the project's models folder (default: an empty one, as on a fresh clone)")
     parser.add_argument("overrides", nargs="*", default=DEFAULT_RUN, help="the run (its kept copy must exist)")
     args = parser.parse_args()
     python = [sys.executable]
@@ -71,6 +77,9 @@ def main() -> int:
         results = Path(tmp) / "results"
         env = {**os.environ, "MEMREPRO_RESULTS_DIR": str(results), "PYTHONPATH": str(REPO)}
         env.pop("MEMREPRO_KEPT_DIR", None)  # the checkout's kept runs
+        if not args.with_models:
+            (Path(tmp) / "models").mkdir()
+            env["MEMREPRO_MODELS_DIR"] = str(Path(tmp) / "models")
         # as a user's Python does: modules compiled once into __pycache__, not on every start (0.1 s here)
         env.pop("PYTHONDONTWRITEBYTECODE", None)
 
@@ -95,7 +104,8 @@ def main() -> int:
             for name, (command, before, _) in cases.items():
                 times[name].append(_wall(command, env, before))
     unit = statistics.median(times["python -c pass"])
-    print(f"run: {' '.join(args.overrides)}; median of {args.repeats} starts each, side by side")
+    models = "the project's models folder" if args.with_models else "no trained models (a fresh clone)"
+    print(f"run: {' '.join(args.overrides)}; {models}; median of {args.repeats} starts each, side by side")
     print(f"| command | seconds | × python -c pass | imported of {', '.join(HEAVY)} |")
     print("|:--|--:|--:|:--|")
     for name, (_, _, modules) in cases.items():

@@ -12,10 +12,11 @@ from pathlib import Path
 
 import pytest
 
+from memrepro.checks import RunView, check_run
 from memrepro.cli.check import findings_of
 from memrepro.cli.keep import main as keep_main
 from memrepro.errors import DamagedFileError
-from memrepro.runs.folder import read_record
+from memrepro.runs.folder import TREC, read_config, read_record, run_problem, trec_file
 from memrepro.runs.kept import QUERIES_XZ, KeptRunError, KeptRuns
 from tests.test_seed_reuse import run_locomo
 
@@ -36,23 +37,65 @@ def test_a_kept_run_restores_byte_for_byte(fixture_paths: Path, kept: KeptRuns) 
     assert not list(copy.parent.glob(".*"))  # no temporary folder left
     before = _files(original)
     shutil.rmtree(original)
-    assert kept.restore(original) is not None
-    assert _files(original) == before  # run.trec rebuilt from the rows, manifest and all
+    assert kept.restore(original) == original
+    trec = before.pop(TREC)
+    assert _files(original) == before  # every file but run.trec, the manifest included
+    assert run_problem(original) is None  # complete: run.trec is listed, and written when first asked for
     assert kept.restore(original) is None  # complete: nothing to do
+    assert trec_file(original).read_bytes() == trec  # rebuilt from the rows, as the manifest records it
+    assert _files(original) == {**before, TREC: trec}
 
 
-def test_the_rows_a_restore_parsed_check_the_run_as_its_files_do(fixture_paths: Path, kept: KeptRuns) -> None:
-    """A run written before runs recorded their findings is checked from its files when it is skipped or restored;
-    a restore hands over the rows it parsed, and the check of those is the check of the folder."""
+def test_a_restored_run_trec_that_does_not_rebuild_is_refused(fixture_paths: Path, kept: KeptRuns) -> None:
+    """run.trec is checked when it is written: rows that do not give the recorded file (here the folder renamed
+    from its run id, which tags every line) raise naming it, and nothing is written."""
     original = run_locomo("dataset.seeds=[7]").folder
     kept.keep(original)
     shutil.rmtree(original)
-    restored = kept.restore(original)
-    assert restored is not None and restored.folder == original
-    assert restored.rows == [json.loads(line) for line in (original / "queries.jsonl").read_text().splitlines()]
+    kept.restore(original)
+    renamed = original.rename(original.parent / ("0" * 16))
+    with pytest.raises(DamagedFileError, match="differs from the run.trec the manifest records"):
+        trec_file(renamed)
+    assert sorted(p.name for p in renamed.iterdir()) == ["COMPLETE", "config.yaml", "metrics.json", "queries.jsonl"]
+
+
+def test_a_present_run_trec_is_verified_and_a_missing_one_only_where_it_is_written_on_demand(
+        fixture_paths: Path) -> None:
+    folder = run_locomo("dataset.seeds=[7]").folder
+    (folder / TREC).write_bytes((folder / TREC).read_bytes()[:-10])
+    assert "run.trec: differs from the run's manifest" in run_problem(folder)
+    (folder / TREC).unlink()
+    assert run_problem(folder) is None
+    (folder / "metrics.json").unlink()
+    assert "metrics.json: missing from a complete run" in run_problem(folder)
+
+
+def test_keep_restore_writes_the_named_runs_with_their_run_trec(fixture_paths: Path, kept: KeptRuns,
+                                                               capsys: pytest.CaptureFixture) -> None:
+    original = run_locomo("dataset.seeds=[7]").folder
+    kept.keep(original)
+    before = _files(original)
+    shutil.rmtree(original)
+    args = ["--results", str(fixture_paths / "results"), "--kept", str(fixture_paths / "kept")]
+    assert keep_main(["--restore", str(original), *args]) == 0
+    assert _files(original) == before
+    assert "1 restored" in capsys.readouterr().out
+    missing = original.parent / ("f" * 16)
+    assert keep_main(["--restore", str(missing), *args]) == 2
+    assert f"{missing}: no kept copy" in capsys.readouterr().err
+
+
+def test_a_restored_run_is_checked_from_its_files(fixture_paths: Path, kept: KeptRuns) -> None:
+    """A run written before runs recorded their findings is checked from its files when it is skipped or restored
+    (the fields the check reads, not every ranking); the findings are those of the whole rows."""
+    original = run_locomo("dataset.seeds=[7]").folder
+    kept.keep(original)
+    shutil.rmtree(original)
+    assert kept.restore(original) == original
     unrecorded = dataclasses.replace(read_record(original), findings=None)
-    from_rows = findings_of(original, unrecorded, restored.rows)
-    assert from_rows == findings_of(original, unrecorded) and from_rows  # the fixture's pools make findings
+    from_fields = findings_of(original, unrecorded)
+    rows = [json.loads(line) for line in (original / "queries.jsonl").read_text().splitlines()]
+    assert from_fields == check_run(RunView(read_config(original), unrecorded, rows, original)) and from_fields
 
 
 def test_a_run_of_the_same_config_restores_instead_of_computing(fixture_paths: Path, kept: KeptRuns,
@@ -64,7 +107,9 @@ def test_a_run_of_the_same_config_restores_instead_of_computing(fixture_paths: P
     retrieved.clear()
     again = run_locomo("dataset.seeds=[7]")
     assert retrieved == []  # nothing retrieved, nothing timed
-    assert again.folder == first.folder and _files(again.folder) == before
+    assert again.folder == first.folder and not (again.folder / TREC).exists()  # written when first asked for
+    trec_file(again.folder)
+    assert _files(again.folder) == before
 
 
 def test_a_multi_seed_run_reuses_a_kept_seed_run(fixture_paths: Path, kept: KeptRuns, retrieved: list[str],
@@ -126,9 +171,9 @@ def test_a_copy_moved_to_another_run_id_is_refused(fixture_paths: Path, kept: Ke
     copy = kept.keep(original)
     other = original.parent / ("0" * 16)
     shutil.move(copy, copy.parent / other.name)
-    with pytest.raises(DamagedFileError, match="run.trec"):
+    with pytest.raises(DamagedFileError, match=f"metrics.json: records run {original.name}, not {other.name}"):
         kept.restore(other)
-    assert not other.exists()
+    assert not other.exists() and not list(other.parent.glob(".*tmp*"))
 
 
 def test_a_run_with_a_damaged_copy_is_recomputed_with_a_warning(fixture_paths: Path, kept: KeptRuns,
@@ -181,4 +226,18 @@ def test_tables_restores_kept_runs_before_reading(fixture_paths: Path, kept: Kep
                  "--resamples", "10"])
     err = capsys.readouterr().err
     assert "memrepro: restored 1 kept run into " in err and str(folder) not in err  # one line, however many
-    assert _files(folder) == before
+    assert _files(folder) == {name: data for name, data in before.items() if name != TREC}  # run.trec: on demand
+
+
+def test_eval_of_a_restored_runs_run_trec_writes_it_first(fixture_paths: Path, kept: KeptRuns) -> None:
+    """``eval run_file=<restored run folder>/run.trec``: the file is written on first use, then read."""
+    from memrepro.runs.runfile import read_run_file
+
+    original = run_locomo("dataset.seeds=[7]").folder
+    trec = (original / TREC).read_bytes()
+    kept.keep(original)
+    shutil.rmtree(original)
+    kept.restore(original)
+    parsed = read_run_file(original / TREC)
+    assert (original / TREC).read_bytes() == trec and parsed.format == "trec"
+    assert sum(map(len, parsed.entries.values())) == trec.count(b"\n")

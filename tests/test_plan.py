@@ -219,7 +219,8 @@ def test_a_restored_kept_run_says_so_in_one_line_with_the_cost_of_recomputing_it
     assert said[0].startswith(f"restored run {first.folder.name} from its kept copy {copy}: ")
     assert (f"recomputing it takes about 1 min ({recorded} of encoding, retrieval and scoring as recorded, plus 1 "
             f"model to train, about 1 min on ") in said[0]
-    assert said[0].endswith("set overwrite=true to recompute it")
+    assert said[0].endswith("set overwrite=true to recompute it; its run.trec is written on first use (eval of it, "
+                            "or keep --restore <run folder>)")
 
 
 def test_the_recorded_cost_says_how_many_vectors_came_from_the_embedding_cache() -> None:

@@ -174,7 +174,9 @@ def test_every_committed_kept_run_verifies_under_its_id() -> None:
 
 @pytest.mark.slow
 def test_every_committed_kept_run_restores_byte_for_byte(tmp_path: Path) -> None:
+    """Each file as its manifest records it, run.trec included (written from the rows, as on first use)."""
     kept = KeptRuns(tmp_path / "results", REPO / "results" / "kept")
-    restored, problems = kept.restore_all()
+    restored, problems = kept.restore_all(trec=True)
     assert problems == [] and len(restored) == len(_kept_copies())
     assert [run_problem(folder) for folder in restored if run_problem(folder)] == []
+    assert [folder for folder in restored if not (folder / "run.trec").is_file()] == []

@@ -67,16 +67,14 @@ def main(argv: list[str] | None = None) -> int:
     return 1 if any_findings else 0
 
 
-def findings_of(folder: Path, record: Any, rows: list[dict[str, Any]] | None = None) -> list[Finding]:
+def findings_of(folder: Path, record: Any) -> list[Finding]:
     """A just run, restored or skipped run's findings (``run``, ``eval``): those recorded, else (a run written
-    before they were) checked from its files, which the caller has just verified or written; ``rows``: its query
-    rows when the caller has them parsed already (a restore)."""
+    before they were) checked from its files, which the caller has just verified or written."""
     if record.findings is not None:
         return stored_or_checked(RunView({}, record, [], folder))
     from memrepro.runs.folder import read_config, read_row_fields
 
-    rows = rows if rows is not None else read_row_fields(folder, ROW_FIELDS)
-    return check_run(RunView(read_config(folder), record, rows, folder))
+    return check_run(RunView(read_config(folder), record, read_row_fields(folder, ROW_FIELDS), folder))
 
 
 def load_run(path: str | Path) -> RunView:

@@ -39,7 +39,7 @@ def main(cfg: DictConfig, context: RunContext | None = None) -> RunOutcome | Non
             return
         with above_progress_bars():
             outcome = run(cfg, context=context)
-        findings = say(findings_of(outcome.folder, outcome.record, outcome.rows), ignore)
+        findings = say(findings_of(outcome.folder, outcome.record), ignore)
     state = "skipped (already complete)" if outcome.skipped else "done"  # a restore is said by the runner's line
     print(f"\n{state}: {shown(outcome.folder)}")
     if HydraConfig.get().mode == RunMode.MULTIRUN:  # one line a point: the sweep summary follows the last one

@@ -6,6 +6,11 @@ of every gold item, per-query metrics, category, split seed, latency), ``run.tre
 top-N), ``metrics.json`` (aggregates + provenance) and ``COMPLETE`` (written last: a manifest with the sha256 and
 size of every other file and the number of query rows).
 
+``run.trec`` is the top-N of ``queries.jsonl`` written out. A computed run writes it; a run restored from its kept
+copy writes it when first asked for (:func:`trec_file`: ``eval`` of it, ``keep --restore``), checked then against
+the size and sha256 its manifest records: formatting its lines would be most of a restore's time, and most
+restored runs are only read for their metrics and rows.
+
 Crash consistency: the folder is assembled (every file fsynced) under the temporary name ``.<run id>.tmp-<x>`` and
 renamed into place; an ``overwrite=true`` commit first moves the old folder to ``.<run id>.old-<x>``. Readers
 never look at names that start with a dot, and the next run of that id (under its lock) finishes or removes
@@ -23,6 +28,7 @@ line.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
@@ -39,14 +45,16 @@ from omegaconf import DictConfig, OmegaConf
 
 from memrepro.datasets.io import sha256_file
 from memrepro.errors import DamagedFileError
-from memrepro.files import STALE_AFTER_S, naming
+from memrepro.files import STALE_AFTER_S, naming, write_text_atomic
 from memrepro.runs.record import RunRecord
 
 COMPLETE = "COMPLETE"
 MANIFEST_FORMAT = 1
 TMP_TAG, OLD_TAG, MOVED_TAG = ".tmp-", ".old-", ".moved-"
-RUN_FILES = ("config.yaml", "queries.jsonl", "run.trec", "metrics.json", COMPLETE)  # what a run writer writes
+TREC = "run.trec"
+RUN_FILES = ("config.yaml", "queries.jsonl", TREC, "metrics.json", COMPLETE)  # what a run writer writes
 MANIFEST_REQUIRED = ("config.yaml", "queries.jsonl", "metrics.json")  # what readers read: always hashed
+ON_DEMAND = (TREC,)  # listed in the manifest; a restored folder writes it when first asked for (trec_file)
 _LEFTOVER = re.compile(rf"^\.(?P<id>.+)(?:{re.escape(TMP_TAG)}|{re.escape(OLD_TAG)})[0-9a-f]+$")
 log = logging.getLogger("memrepro")
 
@@ -93,10 +101,13 @@ def read_manifest(folder: Path) -> dict[str, Any]:
 def verify_run(folder: Path) -> None:
     """Raise :class:`DamagedFileError` naming the first file of a complete-marked folder that fails verification:
     the marker is a manifest (:func:`read_manifest`), every file it lists has its size and sha256, and
-    ``metrics.json`` is a valid run record (:class:`memrepro.runs.record.RunRecord`, older schemas migrated)."""
+    ``metrics.json`` is a valid run record (:class:`memrepro.runs.record.RunRecord`, older schemas migrated). A
+    file of :data:`ON_DEMAND` may be absent (not written yet); when present it is checked as the others are."""
     for name, expected in sorted(read_manifest(folder)["files"].items()):
         path = folder / name
         if not path.is_file():
+            if name in ON_DEMAND:
+                continue
             raise DamagedFileError(path, "missing from a complete run")
         if path.stat().st_size != expected["bytes"] or sha256_file(path) != expected["sha256"]:
             raise DamagedFileError(path, "differs from the run's manifest (damaged or edited)")
@@ -298,7 +309,10 @@ def discard(leftover: Path, final: Path, written: Iterable[str] = RUN_FILES) -> 
 def carry_foreign(old: Path, final: Path, written: Iterable[str] = RUN_FILES) -> tuple[list[str], Path | None]:
     """Move what memrepro did not write in ``old`` (a user's notes) into ``final``, or into a new
     ``<id>.moved-<x>`` folder when ``final`` is no folder; returns the names they have there, and where."""
-    foreign = sorted(p.name for p in old.iterdir() if p.name not in written_by_memrepro(old, written))
+    ours = written_by_memrepro(old, written)
+    # ``.<name>.tmp-<pid>``: an atomic write of one of ours (trec_file) a kill interrupted
+    foreign = sorted(p.name for p in old.iterdir()
+                     if p.name not in ours and not any(p.name.startswith(f".{name}.tmp-") for name in ours))
     if not foreign:
         return [], None
     home = final if final.is_dir() and not final.is_symlink() else _moved(final)
@@ -363,6 +377,29 @@ def trec_text(rows: list[dict[str, Any]], tag: str) -> str:
         for rank, (memory_id, score) in enumerate(row["top"], start=1):
             lines.append(f"{qid} Q0 {memory_id} {rank} {score:.9g} {tag}")  # 9 digits: float32 round-trips
     return "\n".join(lines) + ("\n" if lines else "")
+
+
+def trec_file(folder: Path) -> Path:
+    """The ``run.trec`` of the complete run ``folder``, written first when absent (a restored run): from its verified
+    ``queries.jsonl``, checked against the size and sha256 its manifest records, then renamed into place. A folder
+    that fails verification, or rows that do not give the recorded file, raise :class:`DamagedFileError` naming
+    the file; nothing is written then."""
+    path = folder / TREC
+    if path.is_file():
+        return path
+    verify_run(folder)
+    expected = read_manifest(folder)["files"].get(TREC)
+    if expected is None:
+        raise DamagedFileError(folder / COMPLETE, f"the manifest does not list {TREC}; recompute the run "
+                                                  f"(overwrite=true) to have one")
+    text = trec_text(read_queries(folder), folder.name)  # tagged with the run id, the folder's name
+    data = text.encode("utf-8")
+    if len(data) != expected["bytes"] or hashlib.sha256(data).hexdigest() != expected["sha256"]:
+        raise DamagedFileError(path, f"written from queries.jsonl, it differs from the {TREC} the manifest records "
+                                     f"(a folder renamed or moved from its run id, or edited)",
+                               "recompute the run (overwrite=true)")
+    write_text_atomic(path, text)
+    return path
 
 
 def manifest_of(folder: Path, rows: int | None) -> dict[str, Any]:
@@ -451,7 +488,7 @@ def write_run(folder: Path, cfg: DictConfig | Mapping[str, Any], rows: list[dict
     try:
         writer.write_text("config.yaml", config_yaml(cfg))
         writer.write_jsonl("queries.jsonl", rows)
-        writer.write_text("run.trec", trec_text(rows, run_id))
+        writer.write_text(TREC, trec_text(rows, run_id))
         writer.write_json("metrics.json", record.to_json())
         return writer.commit()
     except BaseException:

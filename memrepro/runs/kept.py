@@ -7,7 +7,8 @@ computing it, and a run over more seeds reuses its splits (``memrepro.runs.seed_
 
 Layout: ``<kept_dir>/<dataset>/<retriever>/<encoder>/<run id>/`` (the run's path under ``results/runs``) holds
 ``config.yaml``, ``metrics.json`` and the ``COMPLETE`` manifest verbatim and ``queries.jsonl.xz``. ``run.trec`` is
-not kept: it is the top-N of ``queries.jsonl`` written out (``memrepro.runs.folder.trec_text``) and is written again.
+not kept: it is the top-N of ``queries.jsonl`` written out, and a restored folder writes it when first asked for
+(``memrepro.runs.folder.trec_file``), checked then against the manifest.
 
 Trust: a restore rebuilds every file, checks each against the kept manifest's size and sha256 before the folder
 is committed, and refuses with the kept file named otherwise (a damaged or edited copy never becomes a different
@@ -33,13 +34,13 @@ from typing import Callable
 
 from memrepro.errors import DamagedFileError, MemreproError, one_line
 from memrepro.files import naming
-from memrepro.runs.folder import (COMPLETE, TMP_TAG, RunWriter, is_complete, parse_queries_file, put_in_place,
-                                  read_manifest, remove_leftovers, run_problem, trec_text)
+from memrepro.runs.folder import (COMPLETE, TMP_TAG, TREC, RunWriter, is_complete, put_in_place, read_manifest,
+                                  remove_leftovers, run_problem, trec_file)
 
 log = logging.getLogger("memrepro")
 
 VERBATIM = ("config.yaml", "metrics.json")  # copied byte for byte; COMPLETE too, written last
-QUERIES, QUERIES_XZ, TREC = "queries.jsonl", "queries.jsonl.xz", "run.trec"
+QUERIES, QUERIES_XZ = "queries.jsonl", "queries.jsonl.xz"
 KEPT_FILES = (*VERBATIM, QUERIES_XZ, COMPLETE)  # what a kept copy holds
 FIX = "restore the kept copy from git (git checkout -- <path>) or recompute the run"
 
@@ -112,9 +113,9 @@ class KeptRuns:
             raise
         return kept
 
-    def restore(self, folder: Path, announce: bool = True) -> Restored | None:
+    def restore(self, folder: Path, announce: bool = True) -> Path | None:
         """Rebuild ``folder`` from its kept copy when a copy exists and ``folder`` is not a complete, verified run
-        (a damaged folder is replaced, a user's own files in it kept); what was restored, or None (said in a line
+        (a damaged folder is replaced, a user's own files in it kept); the folder restored, or None (said in a line
         unless ``announce`` is off: the caller says it). A copy that does not verify raises
         :class:`DamagedFileError` naming the kept file (nothing is written)."""
         folder = Path(folder)
@@ -129,7 +130,7 @@ class KeptRuns:
             log.info("restored %s from its kept copy %s", folder, kept)
         return restored
 
-    def restore_or_warn(self, folder: Path, otherwise: str, announce: bool = True) -> Restored | None:
+    def restore_or_warn(self, folder: Path, otherwise: str, announce: bool = True) -> Path | None:
         """:meth:`restore`, with a damaged copy named in a warning ending in ``otherwise`` (None) instead of
         raised."""
         try:
@@ -138,70 +139,83 @@ class KeptRuns:
             log.warning("%s; %s", exc, otherwise)
             return None
 
-    def restore_all(self) -> tuple[list[Path], list[str]]:
-        """Restore every kept run absent from ``results/runs``: (restored folders, one line per damaged copy).
-        Leftovers of killed writes are removed first (:meth:`remove_leftovers`)."""
+    def restore_all(self, trec: bool = False, folders: list[Path] | None = None) -> tuple[list[Path], list[str]]:
+        """Restore every kept run absent from ``results/runs`` (or those of ``folders``, run folders under it):
+        (restored folders, one line per damaged copy or folder). ``trec``: write the ``run.trec`` of each such
+        folder that lacks one too (restored now or before; :func:`memrepro.runs.folder.trec_file`). Leftovers of
+        killed writes are removed first (:meth:`remove_leftovers`)."""
         self.remove_leftovers()
         restored, problems = [], []
-        for copy in self.all():
-            folder = self.folder_of(copy)
+        for folder in (map(self.folder_of, self.all()) if folders is None else map(Path, folders)):
             try:
                 if self.restore(folder, announce=False) is not None:  # the caller says how many, in one line
                     restored.append(folder)
+                elif folders is not None and not is_complete(folder):
+                    raise KeptRunError(f"{folder}: no kept copy at {self.copy_of(folder)} and not a complete run")
+                if trec and is_complete(folder):
+                    trec_file(folder)
             except MemreproError as exc:  # one damaged copy does not stop the others
                 problems.append(one_line(exc))
         return restored, problems
 
 
-@dataclass(frozen=True)
-class Restored:
-    """A run folder rebuilt from its kept copy, with the query rows parsed to rebuild it (what reads them next, the
-    protocol check of a run that predates recorded findings, need not parse them again)."""
-
-    folder: Path
-    rows: list[dict]
-
-
-def restore(kept: Path, folder: Path) -> Restored:
+def restore(kept: Path, folder: Path) -> Path:
     """Write the run folder ``folder`` from the kept copy ``kept``; committed only when the rebuilt folder's
-    manifest equals the kept one (every file's size and sha256, the row count)."""
+    manifest equals the kept one (every file's size and sha256, the row count). ``run.trec`` is not written here:
+    its entry is the kept manifest's, and :func:`memrepro.runs.folder.trec_file` writes and checks it when it is
+    first asked for."""
     marker = kept / COMPLETE
     try:
         manifest = read_manifest(kept)
     except DamagedFileError as exc:
         raise DamagedFileError(marker, exc.problem, FIX) from None
     expected = manifest["files"]
+    verbatim = {}
+    for name in VERBATIM:
+        try:
+            verbatim[name] = (kept / name).read_bytes()
+        except FileNotFoundError:
+            raise DamagedFileError(kept / name, "missing from a kept run", FIX) from None
+    _check_run_id(kept, verbatim["metrics.json"], folder.name)
     writer = RunWriter(folder)
     try:
-        for name in VERBATIM:
-            try:
-                writer.write_bytes(name, (kept / name).read_bytes())
-            except FileNotFoundError:
-                raise DamagedFileError(kept / name, "missing from a kept run", FIX) from None
+        for name, data in verbatim.items():
+            writer.write_bytes(name, data)
         try:
             with lzma.open(kept / QUERIES_XZ, "rb") as handle:
-                writer.write_bytes(QUERIES, handle.read())
-            rows = parse_queries_file(writer.tmp / QUERIES)
+                queries = handle.read()
         except (OSError, lzma.LZMAError, EOFError) as exc:
             raise DamagedFileError(kept / QUERIES_XZ, f"unreadable ({type(exc).__name__}: {exc})", FIX) from None
-        except DamagedFileError as exc:  # named after the kept file, not the temporary one
-            raise DamagedFileError(kept / QUERIES_XZ, exc.problem, FIX) from None
-        writer.rows = len(rows)  # the manifest's row count, as write_jsonl would have set it
-        writer.write_text(TREC, trec_text(rows, folder.name))  # tagged with the run id: a copy moved elsewhere fails
+        writer.write_bytes(QUERIES, queries)
+        writer.rows = queries.count(b"\n")  # one compact JSON row per line, as write_jsonl counts them
         rebuilt = writer.manifest()
+        if TREC in expected:
+            rebuilt["files"][TREC] = expected[TREC]
         if rebuilt != manifest:
             differs = [name for name in sorted({*expected, *rebuilt["files"]})
                        if expected.get(name) != rebuilt["files"].get(name)]
             if differs:  # named after the kept file it came from
-                source = kept / (QUERIES_XZ if differs[0] in (QUERIES, TREC) else differs[0])
+                source = kept / (QUERIES_XZ if differs[0] == QUERIES else differs[0])
                 raise DamagedFileError(source, f"does not rebuild {differs[0]} as the kept manifest records it "
                                        f"(damaged or edited)", FIX)
             raise DamagedFileError(marker, f"differs from the rebuilt folder's manifest (format or row count: "
                                    f"{rebuilt['rows']} rows rebuilt)", FIX)
-        return Restored(writer.commit(rebuilt), rows)
+        return writer.commit(rebuilt)
     except BaseException:
         writer.abort()
         raise
+
+
+def _check_run_id(kept: Path, metrics: bytes, run_id: str) -> None:
+    """A kept copy holds the run whose id names its folder: one moved or copied to another id (another config) is
+    refused, naming its ``metrics.json``, before anything is written. (Its files are hashed after.)"""
+    try:
+        recorded = json.loads(metrics).get("run_id")
+    except (ValueError, AttributeError):
+        recorded = None  # unreadable: the manifest check names the file
+    if recorded is not None and recorded != run_id:
+        raise DamagedFileError(kept / "metrics.json", f"records run {recorded}, not {run_id}, the run id its folder "
+                                                      f"names (a copy moved or copied to another run id)", FIX)
 
 
 def kept_bytes(kept: Path, name: str, files: dict) -> bytes:

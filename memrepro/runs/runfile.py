@@ -42,6 +42,7 @@ from memrepro.checks import RUN_FILE_FIX, truncation
 from memrepro.config import RUN_FILE_FORMATS, RUN_FILE_ORDERS
 from memrepro.errors import EXIT_BAD_INPUT, MemreproError
 from memrepro.evaluation.freeze import FrozenRanking, freeze
+from memrepro.runs.folder import TREC, is_complete, trec_file
 from memrepro.search import Hits
 from memrepro.types import Benchmark
 
@@ -127,6 +128,8 @@ def read_run_file(path: str | Path, fmt: str = "auto") -> ParsedRun:
     path = Path(path).expanduser()
     if fmt not in FORMATS:
         raise RunFileError(path, None, f"unknown format {fmt!r}", f"use one of {', '.join(FORMATS)}")
+    if not path.is_file() and path.name == TREC and is_complete(path.parent):
+        path = trec_file(path.parent)  # a restored run's: written when first asked for
     if not path.is_file():
         raise RunFileError(path, None, "run file not found", "check the run_file= path")
     fmt = detect_format(path) if fmt == "auto" else fmt
