@@ -70,21 +70,6 @@ def test_a_present_run_trec_is_verified_and_a_missing_one_only_where_it_is_writt
     assert "metrics.json: missing from a complete run" in run_problem(folder)
 
 
-def test_keep_restore_writes_the_named_runs_with_their_run_trec(fixture_paths: Path, kept: KeptRuns,
-                                                               capsys: pytest.CaptureFixture) -> None:
-    original = run_locomo("dataset.seeds=[7]").folder
-    kept.keep(original)
-    before = _files(original)
-    shutil.rmtree(original)
-    args = ["--results", str(fixture_paths / "results"), "--kept", str(fixture_paths / "kept")]
-    assert keep_main(["--restore", str(original), *args]) == 0
-    assert _files(original) == before
-    assert "1 restored" in capsys.readouterr().out
-    missing = original.parent / ("f" * 16)
-    assert keep_main(["--restore", str(missing), *args]) == 2
-    assert f"{missing}: no kept copy" in capsys.readouterr().err
-
-
 def test_a_restored_run_is_checked_from_its_files(fixture_paths: Path, kept: KeptRuns) -> None:
     """A run written before runs recorded their findings is checked from its files when it is skipped or restored
     (the fields the check reads, not every ranking); the findings are those of the whole rows."""
@@ -209,7 +194,14 @@ def test_keep_command_keeps_lists_and_restores(fixture_paths: Path, capsys: pyte
     assert keep_main(["--list", "--results", results, "--kept", store]) == 0
     assert "not in" in capsys.readouterr().out
     assert keep_main(["--restore", "--results", results, "--kept", store]) == 0
-    assert _files(folder) == before
+    assert _files(folder) == before  # run.trec included
+    shutil.rmtree(folder)
+    capsys.readouterr()
+    assert keep_main(["--restore", str(folder), "--results", results, "--kept", store]) == 0  # that run only
+    assert _files(folder) == before and "1 restored" in capsys.readouterr().out
+    missing = folder.parent / ("f" * 16)
+    assert keep_main(["--restore", str(missing), "--results", results, "--kept", store]) == 2
+    assert f"{missing}: no kept copy" in capsys.readouterr().err
     assert keep_main([str(fixture_paths / "no_such_run"), "--results", results, "--kept", store]) == 2
     assert "not a complete run" in capsys.readouterr().err
 
