@@ -7,6 +7,7 @@ override grammar intact).
 
 from __future__ import annotations
 
+import gc
 import os
 import shutil
 import sys
@@ -198,5 +199,14 @@ def main(argv: list[str] | None = None) -> int:
     return code if isinstance(code, int) else 0
 
 
+def cli() -> None:
+    """``python -m memrepro`` and the ``memrepro`` console script: :func:`main`, then the process exits."""
+    code = main()
+    # Nothing is left to free that the operating system does not reclaim: frozen objects are skipped by the
+    # collector's passes at shutdown (over Hydra's and OmegaConf's cyclic config trees: about 0.07 s a command).
+    gc.freeze()
+    sys.exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    cli()

@@ -26,6 +26,7 @@ from memrepro.artifacts.forecast import duration, where
 from memrepro.context import RunContext
 from memrepro.errors import MemreproError, one_line
 from memrepro.evaluation.freeze import freeze
+from memrepro.logs import above_progress_bars
 from memrepro.models.encoder import CachedEncoder, resolve_device
 from memrepro.paths import shown
 from memrepro.provenance import config_hash, hardware
@@ -125,7 +126,8 @@ def run(cfg: DictConfig, retriever: Retriever | None = None, context: RunContext
             # another process may have completed it meanwhile; a restore has just verified what it committed
             if cfg.overwrite or (restored is None and run_problem(folder)):
                 reused = ReusedSplits() if cfg.overwrite else _reusable_splits(prepared, kept)
-                return _compute(cfg, context, prepared, checkpoint, timings, reused)
+                with above_progress_bars():  # only here: a skip or restore draws none (the redirect loads asyncio)
+                    return _compute(cfg, context, prepared, checkpoint, timings, reused)
             checkpoint.discard()  # complete (a commit finished by recover): its checkpoint is spent
     record = read_record(folder)
     if restored:

@@ -13,7 +13,6 @@ from omegaconf import DictConfig
 import memrepro.config  # noqa: F401  (registers the schemas in the ConfigStore)
 from memrepro.cli.failures import reported
 from memrepro.context import RunContext
-from memrepro.logs import above_progress_bars
 from memrepro.paths import CONFIG_DIR, shown
 from memrepro.report import primary_line, summary_table
 
@@ -37,8 +36,7 @@ def main(cfg: DictConfig, context: RunContext | None = None) -> RunOutcome | Non
         if plan_only():  # --dry-run: the training plan and what would happen; nothing trained or written
             print(dry_run(cfg, context))
             return
-        with above_progress_bars():
-            outcome = run(cfg, context=context)
+        outcome = run(cfg, context=context)  # log lines above progress bars while it computes (runner)
         findings = say(findings_of(outcome.folder, outcome.record), ignore)
     state = "skipped (already complete)" if outcome.skipped else "done"  # a restore is said by the runner's line
     print(f"\n{state}: {shown(outcome.folder)}")

@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Literal, Protocol, Sequence
 
 import numpy as np
-from tqdm.auto import tqdm
 
 from memrepro.context import FileDigests, RunContext
 from memrepro.errors import ConfigError
@@ -239,6 +238,8 @@ class CachedEncoder:
         found, missing = (cache.lookup(unique_keys, [first_text[k] for k in unique_keys]) if cache
                           else ({}, list(range(len(unique_keys)))))
         vectors: dict[str, np.ndarray] = {unique_keys[i]: v for i, v in found.items()}
+        from tqdm.auto import tqdm  # here, as in training: tqdm.auto loads asyncio, a skip or restore needs neither
+
         with tqdm(total=len(missing), desc=f"encode {ROLE_PLURALS[role]}", unit="text", disable=not self.progress or
                   len(missing) < 256 or bool(os.environ.get("TQDM_DISABLE"))) as bar:
             for start_at in range(0, len(missing), self.chunk_size):
