@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Iterable, Iterator
 
 STALE_AFTER_S = 600.0  # a temporary file or folder untouched this long belongs to no running process: a kill left it
+TMP_TAG = ".tmp-"  # in the name of what is being written: ``.<name>.tmp-<x>``, renamed to ``<name>`` when whole
 
 
 @contextmanager
@@ -29,7 +30,7 @@ def _replacing(target: Path) -> Iterator[Path]:
     """A temporary sibling of ``target`` to write; renamed onto ``target`` when the block ends, removed on failure."""
     target = Path(target)
     target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = target.with_name(f".{target.name}.tmp-{os.getpid()}")
+    tmp = target.with_name(f".{target.name}{TMP_TAG}{os.getpid()}")
     try:
         with naming(target):
             yield tmp

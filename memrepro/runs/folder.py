@@ -45,12 +45,12 @@ from omegaconf import DictConfig, OmegaConf
 
 from memrepro.datasets.io import sha256_file
 from memrepro.errors import DamagedFileError
-from memrepro.files import STALE_AFTER_S, naming, write_text_atomic
+from memrepro.files import STALE_AFTER_S, TMP_TAG, naming, write_text_atomic
 from memrepro.runs.record import RunRecord
 
 COMPLETE = "COMPLETE"
 MANIFEST_FORMAT = 1
-TMP_TAG, OLD_TAG, MOVED_TAG = ".tmp-", ".old-", ".moved-"
+OLD_TAG, MOVED_TAG = ".old-", ".moved-"
 TREC = "run.trec"
 RUN_FILES = ("config.yaml", "queries.jsonl", TREC, "metrics.json", COMPLETE)  # what a run writer writes
 MANIFEST_REQUIRED = ("config.yaml", "queries.jsonl", "metrics.json")  # what readers read: always hashed
@@ -98,12 +98,13 @@ def read_manifest(folder: Path) -> dict[str, Any]:
     return manifest
 
 
-def verify_run(folder: Path) -> None:
-    """Raise :class:`DamagedFileError` naming the first file of a complete-marked folder that fails verification:
-    the marker is a manifest (:func:`read_manifest`), every file it lists has its size and sha256, and
-    ``metrics.json`` is a valid run record (:class:`memrepro.runs.record.RunRecord`, older schemas migrated). A
+def verify_run(folder: Path) -> dict[str, Any]:
+    """The manifest of a complete-marked folder whose files verify, else :class:`DamagedFileError` naming the first
+    file that fails: the marker is a manifest (:func:`read_manifest`), every file it lists has its size and sha256,
+    and ``metrics.json`` is a valid run record (:class:`memrepro.runs.record.RunRecord`, older schemas migrated). A
     file of :data:`ON_DEMAND` may be absent (not written yet); when present it is checked as the others are."""
-    for name, expected in sorted(read_manifest(folder)["files"].items()):
+    manifest = read_manifest(folder)
+    for name, expected in sorted(manifest["files"].items()):
         path = folder / name
         if not path.is_file():
             if name in ON_DEMAND:
@@ -112,6 +113,7 @@ def verify_run(folder: Path) -> None:
         if path.stat().st_size != expected["bytes"] or sha256_file(path) != expected["sha256"]:
             raise DamagedFileError(path, "differs from the run's manifest (damaged or edited)")
     RunRecord.read(folder / "metrics.json")
+    return manifest
 
 
 def run_problem(folder: Path) -> str | None:
@@ -312,7 +314,7 @@ def carry_foreign(old: Path, final: Path, written: Iterable[str] = RUN_FILES) ->
     ours = written_by_memrepro(old, written)
     # ``.<name>.tmp-<pid>``: an atomic write of one of ours (trec_file) a kill interrupted
     foreign = sorted(p.name for p in old.iterdir()
-                     if p.name not in ours and not any(p.name.startswith(f".{name}.tmp-") for name in ours))
+                     if p.name not in ours and not any(p.name.startswith(f".{name}{TMP_TAG}") for name in ours))
     if not foreign:
         return [], None
     home = final if final.is_dir() and not final.is_symlink() else _moved(final)
@@ -387,8 +389,7 @@ def trec_file(folder: Path) -> Path:
     path = folder / TREC
     if path.is_file():
         return path
-    verify_run(folder)
-    expected = read_manifest(folder)["files"].get(TREC)
+    expected = verify_run(folder)["files"].get(TREC)
     if expected is None:
         raise DamagedFileError(folder / COMPLETE, f"the manifest does not list {TREC}; recompute the run "
                                                   f"(overwrite=true) to have one")

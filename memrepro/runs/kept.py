@@ -33,8 +33,8 @@ from pathlib import Path
 from typing import Callable
 
 from memrepro.errors import DamagedFileError, MemreproError, one_line
-from memrepro.files import naming
-from memrepro.runs.folder import (COMPLETE, TMP_TAG, TREC, RunWriter, is_complete, put_in_place, read_manifest,
+from memrepro.files import TMP_TAG, naming
+from memrepro.runs.folder import (COMPLETE, ON_DEMAND, RunWriter, is_complete, put_in_place, read_manifest,
                                   remove_leftovers, run_problem, trec_file)
 
 log = logging.getLogger("memrepro")
@@ -189,8 +189,7 @@ def restore(kept: Path, folder: Path) -> Path:
         writer.write_bytes(QUERIES, queries)
         writer.rows = queries.count(b"\n")  # one compact JSON row per line, as write_jsonl counts them
         rebuilt = writer.manifest()
-        if TREC in expected:
-            rebuilt["files"][TREC] = expected[TREC]
+        rebuilt["files"].update({name: expected[name] for name in ON_DEMAND if name in expected})
         if rebuilt != manifest:
             differs = [name for name in sorted({*expected, *rebuilt["files"]})
                        if expected.get(name) != rebuilt["files"].get(name)]
